@@ -1,0 +1,193 @@
+"""Observation datasets: the contract between data collection, annotation and reward training.
+
+File format (``og_dataset/{skill}.npz``, read with ``allow_pickle=False``):
+
+* ``messages`` uint8 [N, 2, 256]: previous and current message, zero padded;
+* ``stats`` int32 [N, 2, 6]: (depth, gold, hp, hpmax, xp level, hunger) before/after;
+* ``meta``: a JSON string (source, seeds, character, policy, ...).
+
+Samples ``2k`` and ``2k+1`` form pair ``k``. The authors' ``{skill}.pkl`` files (a list
+of dicts with ``msg_strs`` and ``stats_list``) are read through a restricted unpickler
+that only builds plain containers, strings, numbers and numpy arrays.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+MESSAGE_LEN = 256
+STAT_FIELDS: tuple[str, ...] = ("depth", "gold", "hp", "hpmax", "xp_level", "hunger")
+STAT_INDEX: dict[str, int] = {name: i for i, name in enumerate(STAT_FIELDS)}
+# NetHack's hunger states as NLE's blstats report them (0 = not hungry).
+HUNGER_NAMES: tuple[str, ...] = ("satiated", "not hungry", "hungry", "weak", "fainting", "fainted", "starved")
+
+
+class DatasetError(ValueError):
+    """A dataset file is missing, malformed or unsafe."""
+
+
+@dataclass
+class ObservationDataset:
+    messages: np.ndarray  # uint8 [N, 2, 256]
+    stats: np.ndarray  # int32 [N, 2, 6]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.messages.ndim != 3 or self.messages.shape[1:] != (2, MESSAGE_LEN):
+            raise DatasetError(f"messages must have shape [N, 2, {MESSAGE_LEN}], got {self.messages.shape}")
+        if self.stats.ndim != 3 or self.stats.shape[1:] != (2, len(STAT_FIELDS)):
+            raise DatasetError(f"stats must have shape [N, 2, {len(STAT_FIELDS)}], got {self.stats.shape}")
+        if len(self.messages) != len(self.stats):
+            raise DatasetError(f"messages ({len(self.messages)}) and stats ({len(self.stats)}) differ in length")
+        self.messages = np.ascontiguousarray(self.messages, dtype=np.uint8)
+        self.stats = np.ascontiguousarray(self.stats, dtype=np.int32)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    @property
+    def num_pairs(self) -> int:
+        return len(self) // 2
+
+    def message_text(self, index: int, which: int = 1) -> str:
+        """Decoded message ``which`` (0 = previous, 1 = current) of sample ``index``."""
+        return decode_message(self.messages[index, which])
+
+
+def encode_message(text: str | bytes) -> np.ndarray:
+    """A message as 256 zero-padded bytes (longer messages are cut)."""
+    raw = text.encode("latin-1", errors="replace") if isinstance(text, str) else bytes(text)
+    out = np.zeros(MESSAGE_LEN, dtype=np.uint8)
+    raw = raw[:MESSAGE_LEN]
+    out[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+    return out
+
+
+def decode_message(arr: np.ndarray) -> str:
+    raw = bytes(np.asarray(arr, dtype=np.uint8))
+    end = raw.find(b"\0")
+    if end >= 0:
+        raw = raw[:end]
+    return raw.decode("latin-1").strip()
+
+
+def save_dataset(path: str | os.PathLike, dataset: ObservationDataset) -> None:
+    """Writes the ``.npz`` atomically (temp file + rename), so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp.npz")
+    os.close(fd)
+    try:
+        np.savez_compressed(
+            tmp,
+            messages=dataset.messages,
+            stats=dataset.stats,
+            meta=np.array(json.dumps(dataset.meta, sort_keys=True)),
+        )
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """Builds only plain data: refuses every global except numpy's array reconstruction."""
+
+    _ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("builtins", "bytearray"),
+    }
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise DatasetError(
+            f"refusing to unpickle {module}.{name}: dataset pickles may only contain plain "
+            "containers, strings, numbers and numpy arrays"
+        )
+
+
+def restricted_pickle_load(data: bytes) -> Any:
+    return _RestrictedUnpickler(io.BytesIO(data)).load()
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return decode_message(np.frombuffer(bytes(value), dtype=np.uint8))
+    if isinstance(value, np.ndarray):
+        return decode_message(value)
+    raise DatasetError(f"message of unexpected type {type(value).__name__}")
+
+
+def dataset_from_records(records: Sequence[dict], meta: dict | None = None) -> ObservationDataset:
+    """Builds a dataset from the authors' list-of-dicts layout (``msg_strs``, ``stats_list``)."""
+    if not isinstance(records, (list, tuple)):
+        raise DatasetError(f"expected a list of samples, got {type(records).__name__}")
+    n = len(records)
+    messages = np.zeros((n, 2, MESSAGE_LEN), dtype=np.uint8)
+    stats = np.zeros((n, 2, len(STAT_FIELDS)), dtype=np.int32)
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict) or "msg_strs" not in rec or "stats_list" not in rec:
+            raise DatasetError(f"sample {i} lacks 'msg_strs'/'stats_list'")
+        msgs, st = rec["msg_strs"], rec["stats_list"]
+        if len(msgs) != 2 or len(st) != 2:
+            raise DatasetError(f"sample {i}: expected 2 messages and 2 stats vectors")
+        for j in range(2):
+            messages[i, j] = encode_message(_as_text(msgs[j]))
+            vec = np.asarray(st[j], dtype=np.int64).reshape(-1)
+            if vec.size < len(STAT_FIELDS):
+                raise DatasetError(f"sample {i}: stats vector has {vec.size} values, need {len(STAT_FIELDS)}")
+            stats[i, j] = vec[: len(STAT_FIELDS)]
+    return ObservationDataset(messages, stats, dict(meta or {"source": "pkl"}))
+
+
+def load_dataset(path: str | os.PathLike) -> ObservationDataset:
+    """Loads ``.npz`` (no pickles) or the authors' ``.pkl`` (restricted unpickler)."""
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError(f"dataset file not found: {path}")
+    if path.suffix == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                missing = {"messages", "stats"} - set(data.files)
+                if missing:
+                    raise DatasetError(f"{path}: missing arrays {sorted(missing)}")
+                meta = json.loads(str(data["meta"])) if "meta" in data.files else {}
+                return ObservationDataset(data["messages"], data["stats"], meta)
+        except (ValueError, OSError) as exc:
+            if isinstance(exc, DatasetError):
+                raise
+            raise DatasetError(f"{path}: cannot read dataset ({exc})") from exc
+    if path.suffix == ".pkl":
+        records = restricted_pickle_load(path.read_bytes())
+        return dataset_from_records(records, {"source": f"pkl:{path.name}"})
+    raise DatasetError(f"{path}: unsupported dataset extension (use .npz or .pkl)")
+
+
+def find_dataset(directory: str | os.PathLike, skill: str) -> Path:
+    """``{directory}/{skill}.npz`` if present, else ``{skill}.pkl``; error naming both otherwise."""
+    directory = Path(directory)
+    for ext in (".npz", ".pkl"):
+        candidate = directory / f"{skill}{ext}"
+        if candidate.exists():
+            return candidate
+    raise DatasetError(
+        f"no dataset for skill {skill!r}: looked for {directory / (skill + '.npz')} and "
+        f"{directory / (skill + '.pkl')}; create one with python -m scripts.collect_dataset --skill {skill}"
+    )
