@@ -1,0 +1,159 @@
+"""Prompt files of the code-generation phase, and parsing of the model's answers.
+
+Layout (all under the package folder ``code_generation/``):
+
+* ``system_prompt.txt``, ``unit_test_prompt.txt``, ``unit_test_harness.py``
+* ``skills/{skill}_initiation.txt``, ``skills/{skill}_termination.txt``,
+  ``skill_functions_prompt.txt`` (asks for ``skill_precondition`` / ``skill_termination``)
+* ``parts/skill_functions.py``: reference ``skill_precondition`` / ``skill_termination``
+  methods joined by ``scripts.combine`` when a run generated none
+* ``{task}/initial_prompt.txt``, ``check_prompt.txt``, ``rewrite_prompt.txt``,
+  ``initial_values.txt`` (the ``set_initial_values`` method), ``reference_check.py`` (the
+  task's reference unit test), and for composite tasks ``attributes_prompt.txt``.
+
+Placeholders are written ``{{name}}`` and replaced verbatim (code contains braces).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from code_generation.sandbox import PLAYER_CLASS, split_unit_test
+from rl_baseline.task_names import COMPOSITE_TASKS, TRAINING_TASK, check_task
+from rlaif.skills import SKILL_DESCRIPTIONS, SKILLS
+
+PROMPT_DIR = Path(__file__).resolve().parent
+TASK_FILES = ("initial_prompt.txt", "check_prompt.txt", "rewrite_prompt.txt", "initial_values.txt", "reference_check.py")
+
+# Hooks a composite task's class must define after the attribute follow-up.
+TASK_HOOKS: dict[str, dict[str, int]] = {
+    "goldenexit": {"update_gold": 1, "defeat_monster": 0},
+    "levelupsell": {"update_xp_level": 1},
+    "discoveryhunger": {"update_hunger": 1},
+}
+# Attributes a composite task's class must set (checked in the source text).
+TASK_ATTRIBUTES: dict[str, tuple[str, ...]] = {"discoveryhunger": ("eaten_food",)}
+
+
+class PromptError(FileNotFoundError):
+    """A prompt file is missing."""
+
+
+def fill(template: str, **values: str) -> str:
+    for key, value in values.items():
+        template = template.replace("{{" + key + "}}", value)
+    left = re.findall(r"\{\{(\w+)\}\}", template)
+    if left:
+        raise PromptError(f"prompt placeholders left unfilled: {', '.join(sorted(set(left)))}")
+    return template
+
+
+def _read(path: Path) -> str:
+    if not path.is_file():
+        raise PromptError(f"prompt file not found: {path}")
+    return path.read_text(encoding="utf-8")
+
+
+def skills_text(prompt_dir: Path = PROMPT_DIR) -> str:
+    """The skills, each with its description, initiation and termination conditions."""
+    lines = []
+    for i, skill in enumerate(SKILLS):
+        init = _read(prompt_dir / "skills" / f"{skill}_initiation.txt").strip()
+        term = _read(prompt_dir / "skills" / f"{skill}_termination.txt").strip()
+        lines.append(f"{i}. {skill}: {SKILL_DESCRIPTIONS[skill]}.\n   Can start: {init}\n   Ends: {term}")
+    return "\n".join(lines)
+
+
+@dataclass
+class TaskPrompts:
+    """Every prompt text of one task, placeholders of the fixed parts already filled."""
+
+    task: str
+    system: str
+    initial: str
+    check: str
+    rewrite: str
+    initial_values: str
+    reference_test: str
+    harness: str
+    attributes: str | None = None
+    skill_functions: str | None = None
+    hooks: dict[str, int] = field(default_factory=dict)
+    attributes_required: tuple[str, ...] = ()
+
+    @classmethod
+    def load(cls, task: str, existing_class: str, prompt_dir: str | Path | None = None) -> "TaskPrompts":
+        check_task(task)
+        base = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
+        folder = base / task
+        harness = _read(base / "unit_test_harness.py")
+        unit_test_request = _read(base / "unit_test_prompt.txt")
+        skills = skills_text(base)
+        common = dict(existing_class=existing_class.strip(), harness=harness.strip(), skills=skills,
+                      unit_test_request=unit_test_request.strip(), task=task)
+        initial = fill(_read(folder / "initial_prompt.txt"), **common)
+        attributes = None
+        if task in COMPOSITE_TASKS:
+            attributes = fill(_read(folder / "attributes_prompt.txt"), task=task)
+        skill_fn = fill(_read(base / "skill_functions_prompt.txt"), skills=skills, harness=harness.strip())
+        return cls(task=task, system=_read(base / "system_prompt.txt").strip(), initial=initial,
+                   check=_read(folder / "check_prompt.txt"), rewrite=_read(folder / "rewrite_prompt.txt"),
+                   initial_values=_read(folder / "initial_values.txt"),
+                   reference_test=_read(folder / "reference_check.py"), harness=harness,
+                   attributes=attributes, skill_functions=skill_fn,
+                   hooks=dict(TASK_HOOKS.get(task, {})), attributes_required=TASK_ATTRIBUTES.get(task, ()))
+
+    def check_text(self, output: str) -> str:
+        return fill(self.check, output=output, task=self.task)
+
+    def rewrite_text(self, output: str) -> str:
+        return fill(self.rewrite, output=output, task=self.task)
+
+
+def existing_class_source(task: str, seed: int, meta_root: str | Path | None = None,
+                          prompt_dir: str | Path | None = None) -> str:
+    """The class shown in a task's initial prompt.
+
+    The training policy is written from the bare skeleton (``skeleton.py``); every
+    evaluation task starts from the training policy's class (the module of the same
+    seed if there is one, else the seed-42 reference), without its skill functions.
+    """
+    base = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
+    if task == TRAINING_TASK:
+        return _read(base / "skeleton.py")
+    root = Path(meta_root) if meta_root is not None else PROMPT_DIR.parent / "rl_baseline" / "meta_policies"
+    for candidate in (root / TRAINING_TASK / f"seed{seed}" / "execution.py",
+                      root / TRAINING_TASK / "seed42" / "execution.py"):
+        if candidate.is_file():
+            return split_unit_test(candidate.read_text(encoding="utf-8"))[0]
+    return _read(base / "skeleton.py")
+
+
+_BLOCK = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def extract_code(answer: str) -> str | None:
+    """The python block of an answer: the last block defining the player class, else the last block."""
+    blocks = [b.strip("\n") + "\n" for b in _BLOCK.findall(answer)]
+    if not blocks:
+        return None
+    with_class = [b for b in blocks if f"class {PLAYER_CLASS}" in b]
+    return (with_class or blocks)[-1]
+
+
+_VERDICT = re.compile(r"VERDICT\s*:\s*\**\s*(YES|NO)\b", re.IGNORECASE)
+
+
+def parse_verdict(answer: str) -> bool | None:
+    """True for 'VERDICT: YES', False for 'VERDICT: NO', None when neither is found."""
+    found = _VERDICT.findall(answer)
+    if found:
+        return found[-1].upper() == "YES"
+    head = answer.strip().lower()
+    if head.startswith("yes"):
+        return True
+    if head.startswith("no"):
+        return False
+    return None
+

@@ -1,0 +1,285 @@
+"""Env-side intrinsic reward from the skills' reward models (Motif-style shaping).
+
+For the active skill ``k`` and a step with current message ``m``:
+
+1. ``r = model_k.score(m, depth_change)``: the reward model's output, already
+   normalised by the model's running mean/std (``depth_change`` is the dungeon depth
+   now minus the depth when skill ``k`` started);
+2. ``r = 0`` when ``r`` is below the skill's threshold, the normalised-reward value at
+   the skill's ``--eps_threshold_quantile`` read from its quantile CSV;
+3. ``r = r / count(m)**beta`` where ``count(m)`` counts how many times the message
+   has been seen in this episode, this step included (so the first sighting keeps
+   its full value);
+4. the environment reward becomes ``extrinsic_coef * game_reward + llm_coef * r``.
+
+Empty messages are scored like any other message, as in Motif: the reward model
+has seen many empty messages in its training data and usually rates them low, so
+the threshold removes them; when it does not, the count division makes repeated
+empty messages worth almost nothing.
+
+NetHack repeats its messages constantly, so steps 1-2 are cached by
+``(skill, message bytes, depth change)``: most steps cost one dictionary lookup.
+The cache is shared by every environment of a process (a worker process hosts many
+environments); it is bounded and simply cleared when full.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+MESSAGE_LEN = 256
+
+
+class RewardModelLike(Protocol):
+    """What the runtime needs from ``rlaif.reward_model.LoadedSkillReward``."""
+
+    def score(self, messages: np.ndarray, depth_change: np.ndarray) -> np.ndarray: ...
+
+    def threshold(self, q: float) -> float: ...
+
+
+class RewardConfigError(ValueError):
+    """Bad ``--reward_dir`` / ``--eps_threshold_quantile`` input, reported before training starts."""
+
+
+def parse_list_flag(value: Any, flag: str) -> list:
+    """Reads a list flag such as ``"['a', 'b']"``, ``"[a,b]"``, ``"[0.95,0.85]"``, ``"a"`` or ``"0.5"``.
+
+    Accepts Python/JSON list literals (the release's README spreads them over several
+    lines), bare comma-separated items inside brackets, and single values.
+    """
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, (int, float)):
+        return [value]
+    text = " ".join(str(value).split())
+    if not text:
+        return []
+    if text.startswith("[") or text.startswith("("):
+        try:
+            parsed = ast.literal_eval(text)
+            return list(parsed) if isinstance(parsed, (list, tuple)) else [parsed]
+        except (ValueError, SyntaxError):
+            inner = text.strip("[]() ")
+            if not inner:
+                return []
+            return [item.strip().strip("'\"") for item in inner.split(",") if item.strip()]
+    try:
+        return [ast.literal_eval(text)]
+    except (ValueError, SyntaxError):
+        return [text]
+
+
+def parse_reward_dirs(value: Any) -> list[str]:
+    return [str(v) for v in parse_list_flag(value, "--reward_dir")]
+
+
+def parse_quantiles(value: Any, num_skills: int) -> list[float]:
+    """Quantile list; a single value applies to every skill."""
+    items = parse_list_flag(value, "--eps_threshold_quantile")
+    try:
+        quantiles = [float(v) for v in items]
+    except (TypeError, ValueError):
+        raise RewardConfigError(f"--eps_threshold_quantile: expected numbers, got {value!r}") from None
+    if len(quantiles) == 1 and num_skills > 1:
+        quantiles = quantiles * num_skills
+    for q in quantiles:
+        if not 0.0 <= q <= 1.0:
+            raise RewardConfigError(f"--eps_threshold_quantile: {q} is not in [0, 1]")
+    return quantiles
+
+
+def validate_reward_setup(
+    reward_dirs: Sequence[str], quantiles: Sequence[float], num_skills: int, llm_coef: float
+) -> list[float]:
+    """Checks the reward configuration in the main process, before any worker starts.
+
+    Returns the thresholds (normalised-reward value at each skill's quantile). Raises
+    :class:`RewardConfigError` naming the flag or file at fault.
+    """
+    if llm_coef == 0.0 and not reward_dirs:
+        return []
+    if not reward_dirs:
+        raise RewardConfigError(f"--llm_reward is {llm_coef} but --reward_dir lists no reward model")
+    if len(reward_dirs) != num_skills:
+        raise RewardConfigError(
+            f"--reward_dir lists {len(reward_dirs)} reward directories but --num_skills is {num_skills}: "
+            "give one reward directory per skill, in skill order"
+        )
+    if len(quantiles) != num_skills:
+        raise RewardConfigError(
+            f"--eps_threshold_quantile lists {len(quantiles)} values but --num_skills is {num_skills}"
+        )
+    for d in reward_dirs:
+        if not Path(d).is_dir():
+            raise RewardConfigError(f"--reward_dir: reward directory not found: {d}")
+    models = load_reward_models(reward_dirs)
+    thresholds = []
+    for d, model, q in zip(reward_dirs, models, quantiles):
+        try:
+            thresholds.append(float(model.threshold(q)))
+        except ValueError as exc:
+            raise RewardConfigError(f"--eps_threshold_quantile {q} for {d}: {exc}") from exc
+    return thresholds
+
+
+_MODEL_CACHE: dict[tuple[str, str], Any] = {}
+
+
+def load_reward_models(reward_dirs: Sequence[str], device: str = "cpu") -> list[Any]:
+    """Loads each reward directory once per process (environments of a worker share them)."""
+    from rlaif.reward_model import load_skill_reward
+
+    models = []
+    for d in reward_dirs:
+        key = (os.path.abspath(d), device)
+        if key not in _MODEL_CACHE:
+            try:
+                _MODEL_CACHE[key] = load_skill_reward(d, device=device)
+            except FileNotFoundError as exc:
+                raise RewardConfigError(f"--reward_dir {d}: {exc}") from exc
+        models.append(_MODEL_CACHE[key])
+    return models
+
+
+@dataclass
+class ScoreCache:
+    """Process-wide cache of thresholded normalised scores, keyed by (skill, message, depth change)."""
+
+    max_entries: int = 200_000
+    log_every: int = 100_000
+    table: dict[tuple[int, bytes, int], float] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    def note(self, hit: bool) -> None:
+        if hit:
+            self.hits += 1
+        else:
+            self.misses += 1
+        total = self.hits + self.misses
+        if total % self.log_every == 0:
+            logger.info(
+                "intrinsic reward cache: %d lookups, hit rate %.3f, %d entries", total, self.hit_rate, len(self.table)
+            )
+
+
+_SHARED_CACHE = ScoreCache()
+
+
+def shared_cache() -> ScoreCache:
+    return _SHARED_CACHE
+
+
+def message_key(message: np.ndarray) -> bytes:
+    """The message bytes up to the first zero (trailing padding is irrelevant)."""
+    raw = np.asarray(message, dtype=np.uint8).tobytes()
+    end = raw.find(b"\0")
+    return raw if end < 0 else raw[:end]
+
+
+class IntrinsicReward:
+    """Per-environment intrinsic reward: shared models and cache, per-episode message counts."""
+
+    def __init__(
+        self,
+        models: Sequence[RewardModelLike],
+        thresholds: Sequence[float],
+        beta: float = 3.0,
+        llm_coef: float = 0.1,
+        extrinsic_coef: float = 0.0,
+        cache: ScoreCache | None = None,
+    ) -> None:
+        if len(models) != len(thresholds):
+            raise ValueError(f"{len(models)} reward models but {len(thresholds)} thresholds")
+        self.models = list(models)
+        self.thresholds = [float(t) for t in thresholds]
+        self.beta = float(beta)
+        self.llm_coef = float(llm_coef)
+        self.extrinsic_coef = float(extrinsic_coef)
+        self.cache = cache if cache is not None else ScoreCache()
+        self.counts: dict[bytes, int] = {}
+        self._buf = np.zeros((1, MESSAGE_LEN), dtype=np.uint8)
+        self._dc = np.zeros(1, dtype=np.float32)
+
+    @property
+    def enabled(self) -> bool:
+        return self.llm_coef != 0.0 and bool(self.models)
+
+    def reset(self) -> None:
+        """Starts a new episode: message counts are per episode."""
+        self.counts.clear()
+
+    def thresholded_score(self, skill_id: int, message: np.ndarray, depth_change: int, key: bytes | None = None) -> float:
+        """Normalised score of the skill's model, zero below the skill's threshold (cached)."""
+        if key is None:
+            key = message_key(message)
+        ckey = (int(skill_id), key, int(depth_change))
+        value = self.cache.table.get(ckey)
+        if value is not None:
+            self.cache.note(True)
+            return value
+        self.cache.note(False)
+        self._buf[0].fill(0)
+        n = min(len(key), MESSAGE_LEN)
+        self._buf[0, :n] = np.frombuffer(key[:n], dtype=np.uint8)
+        self._dc[0] = float(depth_change)
+        raw = float(np.asarray(self.models[skill_id].score(self._buf, self._dc)).reshape(-1)[0])
+        value = raw if raw >= self.thresholds[skill_id] else 0.0
+        if len(self.cache.table) >= self.cache.max_entries:
+            self.cache.table.clear()
+        self.cache.table[ckey] = value
+        return value
+
+    def intrinsic(self, skill_id: int, message: np.ndarray, depth_change: int) -> float:
+        """Thresholded score divided by count(message in this episode) ** beta; updates the count."""
+        key = message_key(message)
+        count = self.counts.get(key, 0) + 1
+        self.counts[key] = count
+        if not self.enabled:
+            return 0.0
+        value = self.thresholded_score(skill_id, message, depth_change, key)
+        if value == 0.0:
+            return 0.0
+        return value / (count**self.beta)
+
+    def combine(self, game_reward: float, intrinsic: float) -> float:
+        return self.extrinsic_coef * float(game_reward) + self.llm_coef * float(intrinsic)
+
+
+def build_intrinsic_reward(
+    reward_dirs: Sequence[str],
+    quantiles: Sequence[float],
+    beta: float,
+    llm_coef: float,
+    extrinsic_coef: float,
+    device: str = "cpu",
+) -> IntrinsicReward:
+    """The reward for one environment from flag values (models/cache shared within the process)."""
+    if llm_coef == 0.0 or not reward_dirs:
+        return IntrinsicReward([], [], beta, 0.0, extrinsic_coef, shared_cache())
+    models = load_reward_models(reward_dirs, device)
+    thresholds = [float(m.threshold(q)) for m, q in zip(models, quantiles)]
+    return IntrinsicReward(models, thresholds, beta, llm_coef, extrinsic_coef, shared_cache())
+
+
+def describe(reward: IntrinsicReward) -> str:
+    return json.dumps(
+        {"thresholds": reward.thresholds, "beta": reward.beta, "llm": reward.llm_coef, "ext": reward.extrinsic_coef}
+    )

@@ -1,0 +1,107 @@
+# Reference policy over skills for the "goldenexit" task.
+#
+# Hand-written reference, following the strategy described in the MaestroMotif paper.
+# `python -m scripts.generate_code --task goldenexit --seed N` followed by
+# `python -m scripts.combine --task goldenexit --seed N` regenerates a module of this
+# shape with a language model (in rl_baseline/meta_policies/goldenexit/seedN/).
+#
+# Interface (called by the game run-time through rl_baseline/skills/meta_policy.py):
+#   NetHackPlayer(max_depth, branch_depth), then set_initial_values()
+#   skill_precondition(char_ascii_encodings, char_ascii_colors, num_items, color_map)
+#       -> (worshipper_ok, merchant_ok)
+#   skill_termination(skill, skill_time, current_depth, previous_depth, preconditions) -> bool
+#   perform_task(current_skill, dungeon_depth, branch_number,
+#                merchant_precondition, worshipper_precondition) -> skill name
+# The run-time sets `branch_depth` once the Gnomish Mines entrance is known.
+#
+# State hooks of this task, called by the run-time before perform_task:
+#   update_gold(gold)   the hero's current gold
+#   defeat_monster()    once for every monster the hero killed
+
+# Strategy: stay on levels 1 to 3 of the Dungeons of Doom (leave the Mines at once): explore
+# each level, going down to level 3 and back up, until levels 1-3 were all visited, at
+# least 20 gold is held and 25 monsters were defeated; then go up and leave the dungeon
+# by ascending from level 1.
+
+
+class NetHackPlayer:
+    def __init__(self, max_depth, branch_depth):
+        self.max_depth = max_depth
+        self.branch_depth = branch_depth
+        self.set_initial_values()
+
+    def set_initial_values(self):
+        self.skill = "discoverer"
+        self.discoverer_skill_steps = 500
+        self.merchant_skill_steps = self.discoverer_skill_steps * 20
+        self.worshipper_skill_steps = self.discoverer_skill_steps * 20
+        self.direction = "down"
+        self.max_depth = 3
+        self.gold_pieces = 0
+        self.monsters_defeated = 0
+        self.deepest_level = 1
+        self.gold_goal = 20
+        self.kill_goal = 25
+        self.use_merchant = False
+        self.use_worshipper = False
+
+    def skill_precondition(self, char_ascii_encodings, char_ascii_colors, num_items, color_map):
+        # 3x3 neighbourhood, hero at [1][1]: any other '@' is a shopkeeper, '_' an altar.
+        shopkeeper = False
+        altar = False
+        for row in range(3):
+            for col in range(3):
+                if row == 1 and col == 1:
+                    continue
+                char = int(char_ascii_encodings[row][col])
+                if char == ord("@"):
+                    shopkeeper = True
+                elif char == ord("_"):
+                    altar = True
+        has_items = num_items > 0
+        return altar and has_items, shopkeeper and has_items
+
+    def skill_termination(self, skill, skill_time, current_depth, previous_depth, preconditions):
+        worshipper_ok, merchant_ok = preconditions[0], preconditions[1]
+        if skill in ("discoverer", "descender", "ascender"):
+            # an interaction this task wants interrupts the navigation skills
+            if (self.use_merchant and merchant_ok) or (self.use_worshipper and worshipper_ok):
+                return True
+        if skill == "discoverer":
+            return skill_time >= self.discoverer_skill_steps
+        if skill in ("descender", "ascender"):
+            return current_depth != previous_depth
+        if skill == "merchant":
+            return skill_time >= self.merchant_skill_steps
+        if skill == "worshipper":
+            return skill_time >= self.worshipper_skill_steps
+        return True
+
+    def update_gold(self, gold):
+        self.gold_pieces = int(gold)
+
+    def defeat_monster(self):
+        self.monsters_defeated += 1
+
+    def ready_to_leave(self):
+        return (self.gold_pieces >= self.gold_goal and self.monsters_defeated >= self.kill_goal
+                and self.deepest_level >= self.max_depth)
+
+    def perform_task(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
+                     worshipper_precondition):
+        if branch_number == 2:
+            return "ascender"
+        self.deepest_level = max(self.deepest_level, dungeon_depth)
+        if self.ready_to_leave():
+            return "ascender"  # from level 1 this leaves the dungeon
+        if current_skill != "discoverer":
+            return "discoverer"
+        if self.direction == "down":
+            if dungeon_depth >= self.max_depth:
+                self.direction = "up"
+                return "ascender"
+            return "descender"
+        if dungeon_depth <= 1:
+            self.direction = "down"
+            return "descender"
+        return "ascender"

@@ -1,0 +1,1 @@
+"""sample-factory glue: configuration (``cfg``), environments (``env``), training (``train``), evaluation (``evaluate``)."""

@@ -1,0 +1,297 @@
+"""Configuration of skill training/evaluation on top of sample-factory 2's own parser.
+
+One place translates the release's command line into sample-factory 2 terms:
+
+============================  =====================================================
+release flag                  here
+============================  =====================================================
+``--env`` (absent)            defaults to ``nle_skill`` (the skill environment)
+``--save_every_steps N``      extra checkpoint every N env steps (an observer asks
+                              the learner to save); ``--save_every_sec`` still works
+``--keep_checkpoints``        sample-factory's ``--keep_checkpoints`` (same meaning)
+``--obs_scale 255``           the paper's pixel scale, applied inside the CDGPT5
+                              encoder; sample-factory's own ``obs_scale`` (which
+                              only touches a key named ``obs``) is set to 1
+``--device cuda``             sample-factory's ``--device gpu`` (also ``cpu``)
+``--evaluation True``         string booleans, as sample-factory's ``str2bool``
+``--reward_dir "[...]"``      Python/JSON list literal, may span several lines
+``--eps_threshold_quantile``  list or single value (applied to every skill)
+``--eval_target none``        no meta-policy: one skill for the whole episode
+``--code_seed -1``            same as ``--eval_target none`` for the meta-policy
+``5_000_000_000``             integer flags accept Python's digit separators
+============================  =====================================================
+
+Defaults follow the paper (Table 2): APPO, 24 workers x 20 envs, batch 4096, reward
+scale 0.1, obs scale 255, PPO clip 0.1, value clip 1.0, 1 epoch, max grad norm 4.0,
+value loss coefficient 0.5, entropy loss, extrinsic 0.0, LLM 0.1, beta 3, thresholds
+[0.95,0.85,0.85,0.85,0.85], 10,000 steps per episode, code seed 42, seed 2, LSTM core.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from rlaif.skills import NUM_SKILLS, SKILLS
+
+logger = logging.getLogger(__name__)
+
+SKILL_ENV = "nle_skill"
+MOTIF_ENV = "nle_fixed_eat_action"
+ENV_ALIASES = {
+    "nle_skill": SKILL_ENV,
+    "skill": SKILL_ENV,
+    "NetHackScoreMonk-v1": SKILL_ENV,
+    "nle_fixed_eat_action": MOTIF_ENV,
+    "motif": MOTIF_ENV,
+}
+ROOT_ENVS = (
+    "NetHackScore-v1",
+    "NetHackStaircase-v1",
+    "NetHackStaircaseLvl3-v1",
+    "NetHackStaircaseLvl4-v1",
+    "NetHackOracle-v1",
+    "NetHackOracleSober-v1",
+    "NetHackScoreContinual-v1",
+    "NetHackStaircaseContinual-v1",
+    "NetHackStaircaseLvl3Continual-v1",
+    "NetHackStaircaseLvl4Continual-v1",
+    "NetHackOracleContinual-v1",
+    "NetHackOracleSoberContinual-v1",
+)
+NO_TASK = "none"
+DEFAULT_QUANTILES = "[0.95,0.85,0.85,0.85,0.85]"  # paper: 95th for the discoverer, 85th for the others
+
+PAPER_DEFAULTS: dict[str, Any] = dict(
+    algo="APPO",
+    num_workers=24,
+    num_envs_per_worker=20,
+    batch_size=4096,
+    reward_scale=0.1,
+    obs_scale=255.0,
+    ppo_clip_ratio=0.1,
+    ppo_clip_value=1.0,
+    num_epochs=1,
+    max_grad_norm=4.0,
+    value_loss_coeff=0.5,
+    exploration_loss="entropy",
+    use_rnn=True,
+    rnn_type="lstm",
+    seed=2,
+    train_dir="train_dir/skill_policy",
+    experiment="default",
+    restart_behavior="resume",
+    # One env step of NetHack is cheap next to a forward pass of the network: keep
+    # the decorrelation short so small runs do not idle at start-up.
+    decorrelate_experience_max_seconds=0,
+    # the CDGPT5 encoder reads integer inputs (characters, bytes, skill flags) and scales them itself
+    normalize_input=False,
+    obs_subtract_mean=0.0,
+)
+
+
+class ConfigError(ValueError):
+    """A flag value that cannot work; reported in the main process before workers start."""
+
+
+def add_maestro_args(p: argparse.ArgumentParser) -> None:
+    """Flags of the release's ``scripts.main`` that sample-factory does not have."""
+    from sample_factory.utils.utils import str2bool
+
+    g = p.add_argument_group("MaestroMotif")
+    g.add_argument("--reward_dir", type=str, default="[]",
+                   help="reward model directories, one per skill in skill order, as a list literal "
+                        "(\"['train_dir/skill_rewards/llama3_discoverer_default', ...]\") or a single directory")
+    g.add_argument("--extrinsic_reward", type=float, default=0.0,
+                   help="coefficient of the game (or task) reward in the training reward")
+    g.add_argument("--llm_reward", type=float, default=0.1,
+                   help="coefficient of the intrinsic reward from the skills' reward models")
+    g.add_argument("--beta_count_exponent", type=float, default=3.0,
+                   help="intrinsic reward is divided by count(message in episode) ** beta")
+    g.add_argument("--eps_threshold_quantile", type=str, default=DEFAULT_QUANTILES,
+                   help="per-skill quantile of the normalised reward below which the intrinsic reward is 0 "
+                        "(list, or one value for every skill)")
+    g.add_argument("--num_skills", type=int, default=None,
+                   help=f"number of skills (first N of {', '.join(SKILLS)}); default {NUM_SKILLS} for the "
+                        f"skill env, 1 for {MOTIF_ENV}")
+    g.add_argument("--max_episode_steps", type=int, default=10000, help="episode step limit")
+    g.add_argument("--code_seed", type=int, default=42,
+                   help="meta-policy variant: rl_baseline/meta_policies/{task}/seed{code_seed}; -1 means none")
+    g.add_argument("--meta_policy_root", type=str, default=None,
+                   help="directory holding {task}/seed{N}/execution.py (default: rl_baseline/meta_policies)")
+    g.add_argument("--root_env", type=str, default="NetHackScore-v1",
+                   help=f"task of the {MOTIF_ENV} environment: one of {', '.join(ROOT_ENVS)}")
+    g.add_argument("--evaluation", type=str2bool, default=False,
+                   help="evaluate the latest checkpoint on --eval_target instead of training")
+    g.add_argument("--eval_target", type=str, default="exploration",
+                   help="task whose meta-policy composes the skills: exploration (training), an evaluation "
+                        "task (gnomish, delphi, ..., goldenexit) or none")
+    g.add_argument("--eval_episodes", type=int, default=100, help="episodes to evaluate")
+    g.add_argument("--eval_num_envs", type=int, default=4, help="environments stepped together during evaluation")
+    g.add_argument("--eval_deterministic_actions", type=str2bool, default=False,
+                   help="take the most likely action instead of sampling during evaluation")
+    g.add_argument("--save_video", type=str2bool, default=False,
+                   help="during evaluation, save a GIF of the first episode rendered from the tty screen")
+    g.add_argument("--save_every_steps", type=int, default=0,
+                   help="also save a checkpoint every this many env steps (0: only sample-factory's "
+                        "--save_every_sec timer)")
+
+
+def _translate_argv(argv: Sequence[str]) -> list[str]:
+    """Rewrites the release's spellings into sample-factory's (see the module docstring)."""
+    out: list[str] = []
+    args = list(argv)
+    i = 0
+    has_env = False
+    while i < len(args):
+        a = args[i]
+        key, eq, val = a.partition("=")
+        if key == "--env":
+            has_env = True
+            if eq:
+                out.append(f"--env={ENV_ALIASES.get(val, val)}")
+            elif i + 1 < len(args):
+                out += ["--env", ENV_ALIASES.get(args[i + 1], args[i + 1])]
+                i += 1
+            else:
+                out.append(a)
+        elif key == "--device":
+            v = val if eq else (args[i + 1] if i + 1 < len(args) else "")
+            v = {"cuda": "gpu", "gpu": "gpu", "cpu": "cpu"}.get(v.split(":")[0].lower(), v)
+            out += ["--device", v]
+            if not eq:
+                i += 1
+        else:
+            out.append(a)
+        i += 1
+    if not has_env:
+        out = ["--env", SKILL_ENV] + out
+    return out
+
+
+def _default_device() -> str:
+    try:
+        import torch
+
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    except Exception:  # pragma: no cover - torch is a hard dependency
+        return "cpu"
+
+
+def parse_cfg(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Parses the full configuration with sample-factory's parser extended by our flags."""
+    from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
+
+    argv = _translate_argv(sys.argv[1:] if argv is None else argv)
+    parser, _ = parse_sf_args(argv, evaluation=False)
+    add_maestro_args(parser)
+    parser.set_defaults(**PAPER_DEFAULTS, device=_default_device())
+    cfg = parse_full_cfg(parser, argv)
+    finalize_cfg(cfg)
+    return cfg
+
+
+def finalize_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
+    """Fills derived values (skill count, parsed lists) and checks flag combinations."""
+    from rl_baseline.intrinsic_reward import RewardConfigError, parse_quantiles, parse_reward_dirs
+    from rl_baseline.task_names import ALL_TASKS, EVAL_TASKS
+
+    if cfg.env not in (SKILL_ENV, MOTIF_ENV):
+        raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
+    if cfg.env == MOTIF_ENV and cfg.root_env not in ROOT_ENVS:
+        raise ConfigError(f"--root_env {cfg.root_env!r}: expected one of {', '.join(ROOT_ENVS)}")
+    if float(cfg.obs_scale) != 1.0:
+        # the release's --obs_scale 255 is the encoder's pixel scale (see the module docstring)
+        cfg.encoder_obs_scale = float(cfg.obs_scale)
+        cfg.obs_scale = 1.0
+    if cfg.num_skills is None:
+        cfg.num_skills = NUM_SKILLS if cfg.env == SKILL_ENV else 1
+    if not 1 <= cfg.num_skills <= NUM_SKILLS:
+        raise ConfigError(f"--num_skills {cfg.num_skills}: must be between 1 and {NUM_SKILLS}")
+    if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
+        raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
+    if cfg.evaluation and cfg.eval_target not in EVAL_TASKS:
+        raise ConfigError(
+            f"--evaluation True needs --eval_target set to an evaluation task ({', '.join(EVAL_TASKS)}), "
+            f"got {cfg.eval_target!r}"
+        )
+    try:
+        cfg.reward_dirs = parse_reward_dirs(cfg.reward_dir)
+        cfg.threshold_quantiles = parse_quantiles(cfg.eps_threshold_quantile, cfg.num_skills)
+        if cfg.eps_threshold_quantile == DEFAULT_QUANTILES:
+            cfg.threshold_quantiles = cfg.threshold_quantiles[: cfg.num_skills]
+    except RewardConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+    if cfg.llm_reward == 0.0 and not cfg.reward_dirs:
+        cfg.threshold_quantiles = []
+    return cfg
+
+
+def uses_meta_policy(cfg: Any) -> bool:
+    return cfg.env == SKILL_ENV and cfg.num_skills > 1 and cfg.eval_target != NO_TASK and cfg.code_seed >= 0
+
+
+def meta_policy_task(cfg: Any) -> str:
+    """Training runs the exploration policy; evaluation the target task's policy."""
+    return cfg.eval_target if cfg.evaluation else "exploration"
+
+
+def validate_cfg(cfg: Any) -> list[float]:
+    """Everything that can be checked before workers start: reward dirs, quantiles, meta-policy code.
+
+    Returns the per-skill thresholds. Raises :class:`ConfigError`.
+    """
+    from rl_baseline.intrinsic_reward import RewardConfigError, validate_reward_setup
+
+    try:
+        thresholds = validate_reward_setup(
+            cfg.reward_dirs, cfg.threshold_quantiles, cfg.num_skills, float(cfg.llm_reward)
+        )
+    except RewardConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+    if uses_meta_policy(cfg):
+        from rl_baseline.skills.meta_policy import load
+
+        task = meta_policy_task(cfg)
+        try:
+            load(task, cfg.code_seed, root=cfg.meta_policy_root)
+        except Exception as exc:  # the loader reports missing files and bad generated code
+            raise ConfigError(f"meta-policy for task {task!r}, --code_seed {cfg.code_seed}: {exc}") from exc
+    return thresholds
+
+
+@dataclass
+class SkillEnvConfig:
+    """What an environment process needs to build one skill environment."""
+
+    env: str = SKILL_ENV
+    root_env: str = "NetHackScore-v1"
+    max_episode_steps: int = 10000
+    num_skills: int = NUM_SKILLS
+    task: Optional[str] = "exploration"
+    code_seed: int = 42
+    meta_policy_root: Optional[str] = None
+    reward_dirs: tuple[str, ...] = ()
+    quantiles: tuple[float, ...] = ()
+    beta: float = 3.0
+    llm_reward: float = 0.1
+    extrinsic_reward: float = 0.0
+
+    @classmethod
+    def from_cfg(cls, cfg: Any) -> "SkillEnvConfig":
+        return cls(
+            env=cfg.env,
+            root_env=cfg.root_env,
+            max_episode_steps=int(cfg.max_episode_steps),
+            num_skills=int(cfg.num_skills),
+            task=meta_policy_task(cfg) if uses_meta_policy(cfg) else None,
+            code_seed=int(cfg.code_seed),
+            meta_policy_root=cfg.meta_policy_root,
+            reward_dirs=tuple(cfg.reward_dirs),
+            quantiles=tuple(cfg.threshold_quantiles),
+            beta=float(cfg.beta_count_exponent),
+            llm_reward=float(cfg.llm_reward),
+            extrinsic_reward=float(cfg.extrinsic_reward),
+        )

@@ -1,0 +1,137 @@
+"""Environment construction and registration with sample-factory.
+
+``nle_skill``: the Monk environment wrapped by the skill runtime (meta-policy +
+intrinsic reward + skill one-hot observation).
+
+``nle_fixed_eat_action`` (Motif single-reward runs): the same Monk environment with a
+task reward chosen by ``--root_env``, one skill, one reward model, no meta-policy.
+How the root environments are read here:
+
+* ``NetHackScore-v1``: the in-game score increase (the Monk env's own reward);
+* ``NetHackStaircase-v1``: reward 1 and success when the hero first goes down a level;
+* ``NetHackStaircaseLvl3-v1`` / ``Lvl4``: reward 1 and success on reaching dungeon level 3 / 4;
+* ``NetHackOracle-v1``: reward 1 and success when the Oracle is next to the hero (NLE's test);
+* ``NetHackOracleSober-v1``: as Oracle, but it only counts while the hero is not
+  hallucinating (a hallucinating hero sees random monsters, which Motif's agents
+  learned to exploit to fake meeting the Oracle);
+* ``...Continual-v1``: success pays its reward once but does not end the episode.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Optional
+
+import gymnasium as gym
+import numpy as np
+
+from rl_baseline.intrinsic_reward import build_intrinsic_reward
+from rl_baseline.sf.cfg import MOTIF_ENV, SKILL_ENV, SkillEnvConfig
+from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
+
+logger = logging.getLogger(__name__)
+
+BL_X, BL_Y, BL_CONDITION, BL_DEPTH = 0, 1, 25, 12
+
+
+def make_base_env(max_episode_steps: int, **kwargs: Any) -> gym.Env:
+    """The Monk environment of :mod:`rl_baseline.envs`."""
+    from rl_baseline.envs import make_monk_env
+
+    return make_monk_env(max_episode_steps=max_episode_steps, **kwargs)
+
+
+@functools.lru_cache(maxsize=1)
+def _oracle_glyph() -> int:
+    from nle import nethack
+
+    for glyph in range(nethack.GLYPH_MON_OFF, nethack.GLYPH_PET_OFF):
+        if nethack.permonst(nethack.glyph_to_mon(glyph)).mname == "Oracle":
+            return glyph
+    raise RuntimeError("NLE has no Oracle monster glyph")
+
+
+class MotifTaskReward(gym.Wrapper):
+    """Task reward and termination of the Motif root environments (see the module docstring)."""
+
+    def __init__(self, env: gym.Env, root_env: str) -> None:
+        super().__init__(env)
+        name = root_env.replace("NetHack", "").replace("-v1", "")
+        self.continual = name.endswith("Continual")
+        self.task = name[: -len("Continual")] if self.continual else name
+        if self.task not in ("Score", "Staircase", "StaircaseLvl3", "StaircaseLvl4", "Oracle", "OracleSober"):
+            raise ValueError(f"unknown root env {root_env!r}")
+        self.achieved = False
+        self.start_depth = 1
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        self.achieved = False
+        self.start_depth = int(obs["blstats"][BL_DEPTH])
+        return obs, info
+
+    def _success(self, obs: dict) -> bool:
+        depth = int(obs["blstats"][BL_DEPTH])
+        if self.task == "Staircase":
+            return depth > self.start_depth
+        if self.task == "StaircaseLvl3":
+            return depth >= 3
+        if self.task == "StaircaseLvl4":
+            return depth >= 4
+        x, y = int(obs["blstats"][BL_X]), int(obs["blstats"][BL_Y])
+        near = obs["glyphs"][max(y - 1, 0) : y + 2, max(x - 1, 0) : x + 2]
+        if not np.any(near == _oracle_glyph()):
+            return False
+        if self.task == "OracleSober":
+            from nle import nethack
+
+            return not (int(obs["blstats"][BL_CONDITION]) & nethack.BL_MASK_HALLU)
+        return True
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.task == "Score":
+            return obs, reward, terminated, truncated, info
+        task_reward = 0.0
+        if not self.achieved and self._success(obs):
+            self.achieved = True
+            task_reward = 1.0
+            info["task_success"] = True
+            if not self.continual:
+                terminated = True
+        info["true_objective"] = float(self.achieved)
+        return obs, task_reward, terminated, truncated, info
+
+
+def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) -> SkillRuntime:
+    """One skill environment (also used by evaluation and the benchmark, outside sample-factory)."""
+    env = base_env if base_env is not None else make_base_env(config.max_episode_steps)
+    if config.env == MOTIF_ENV:
+        env = MotifTaskReward(env, config.root_env)
+    reward = build_intrinsic_reward(
+        config.reward_dirs, config.quantiles, config.beta, config.llm_reward, config.extrinsic_reward
+    )
+    if config.task is not None:
+        from rl_baseline.skills.meta_policy import load
+
+        factory = functools.partial(load, config.task, config.code_seed, config.meta_policy_root)
+    else:
+        factory = SingleSkillPolicy
+    return SkillRuntime(env, factory, reward, num_skills=config.num_skills)
+
+
+def make_sf_env(full_env_name: str, cfg: Any, env_config: Any = None, render_mode: Optional[str] = None) -> gym.Env:
+    """sample-factory's env factory signature."""
+    config = SkillEnvConfig.from_cfg(cfg)
+    return build_skill_env(config)
+
+
+def register_envs() -> None:
+    """Registers both environment names and the CDGPT5 model with sample-factory."""
+    from sample_factory.envs.env_utils import register_env
+
+    register_env(SKILL_ENV, make_sf_env)
+    register_env(MOTIF_ENV, make_sf_env)
+    from rl_baseline.models.cdgpt5 import register_cdgpt5
+
+    register_cdgpt5()

@@ -1,0 +1,335 @@
+"""Run-time loader of policy-over-skills modules (``rl_baseline/meta_policies/{task}/seed{N}/execution.py``).
+
+What the run-time passes (the contract for generated and hand-written modules):
+
+* ``NetHackPlayer(max_depth=-1, branch_depth=-2)`` is built at every episode start
+  (:meth:`MetaPolicy.reset`), then ``set_initial_values()`` is called; it sets
+  ``self.skill`` (the first skill), ``self.max_depth`` (deepest level the policy may
+  go to) and the skills' time budgets.
+* ``skill_precondition(char_ascii_encodings, char_ascii_colors, num_items, color_map)``
+  -> ``(worshipper_ok, merchant_ok)``: ``char_ascii_encodings`` / ``char_ascii_colors``
+  are the 3x3 neighbourhood (uint8 numpy arrays, hero at ``[1, 1]``) of the map's
+  characters / colours around the hero; ``num_items`` is the number of inventory
+  items not in the starting kit; ``color_map`` is :data:`COLOR_MAP` (NetHack colour
+  names -> colour ints, per NetHack's ``CLR_*`` values, plus the keys ``"@"`` and
+  ``"_"`` giving the usual shopkeeper / altar colours for modules that look colours
+  up by character). A shopkeeper is an ``'@'`` of any colour next to the hero (not
+  the hero itself at ``[1, 1]``); an altar is ``'_'``.
+* ``skill_termination(skill, skill_time, current_depth, previous_depth, preconditions)``
+  -> bool, called every step: ``skill_time`` is game turns since the skill started,
+  ``previous_depth`` the depth when it started, ``preconditions`` the list
+  ``[worshipper_ok, merchant_ok]``.
+* ``perform_task(current_skill, dungeon_depth, branch_number, merchant_precondition,
+  worshipper_precondition)`` -> skill name (one of ``rlaif.skills.SKILLS``), called
+  when the current skill terminated. ``branch_number`` is NetHack's dungeon number
+  (0 Dungeons of Doom, 2 Gnomish Mines).
+* ``branch_depth`` attribute: set by :meth:`MetaPolicy.update_state` to the depth of
+  the Dungeons of Doom level holding the Gnomish Mines entrance, once known (-2 until
+  then): from ``info["branch_depth"]`` when the env reports it (any value but -2),
+  else inferred the first time ``info["dungeon_number"] == 2``, as the last depth
+  seen with ``info["dungeon_number"] == 0`` (the level the hero came down from).
+
+State hooks of composite tasks, all optional, called by :meth:`MetaPolicy.update_state`
+(before ``perform_task``) when the module defines them:
+
+=====================  ===================================================================
+``update_gold(gold)``  ``info["gold"]``: the hero's current gold
+``defeat_monster()``   once per new kill (``info["kills"]`` is cumulative per episode)
+``update_xp_level(x)`` ``info["xp_level"]``
+``update_hunger(h)``   ``info["hunger"]``: NLE hunger state (0 satiated, 1 not hungry,
+                       2 hungry, 3 weak, 4 fainting, 5 fainted, 6 starved); hungry means >= 2
+``eaten_food`` (attr)  set to True when ``info["just_eaten"]`` while
+                       ``info["dungeon_number"] == 2`` (the hero ate in the Gnomish Mines)
+``update_position(depth, dungeon_number)``  ``info["depth"]``, ``info["dungeon_number"]``
+=====================  ===================================================================
+
+Every call into the module goes through a guard: any exception is logged (with
+task and seed) and replaced by a fallback (``next_skill`` -> ``"discoverer"``,
+``should_terminate`` -> True, ``preconditions`` -> ``(False, False)``), so a bad
+module never crashes an env worker. Calls are bounded in time with
+``signal.setitimer(ITIMER_REAL)`` (``MetaPolicyConfig.call_timeout_s``, default
+0.1 s) when the wrapper is reset in the main thread of the process (the case for
+sample-factory env workers) and SIGALRM is not used by anything else: the SIGALRM
+handler is installed once, each call costs two ``setitimer`` system calls.
+Elsewhere (other threads, platforms without ``setitimer``) calls run unbounded.
+A skill name outside ``SKILLS`` is replaced by the fallback too. :func:`load` returns
+a wrapper that is already reset; call :meth:`MetaPolicy.reset` at every episode start.
+
+Pure Python + numpy: no NLE, no sample-factory.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from code_generation.sandbox import FULL_METHODS, PLAYER_CLASS, check_source
+from rlaif.skills import SKILLS
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ROOT = Path(__file__).resolve().parents[1] / "meta_policies"
+FALLBACK_SKILL = "discoverer"
+HUNGRY = 2  # NLE hunger state: values >= 2 mean hungry or worse
+
+# NetHack's CLR_* colour numbers (include/color.h), plus characters -> usual colours.
+COLOR_MAP: dict[str, int] = {
+    "black": 0, "red": 1, "green": 2, "brown": 3, "blue": 4, "magenta": 5, "cyan": 6,
+    "gray": 7, "no_color": 8, "orange": 9, "bright_green": 10, "yellow": 11,
+    "bright_blue": 12, "bright_magenta": 13, "bright_cyan": 14, "white": 15,
+    "@": 15,  # shopkeepers are white '@'
+    "_": 7,  # altars are gray '_'
+}
+
+
+class MetaPolicyError(RuntimeError):
+    """A meta-policy module is missing or refused by the code check."""
+
+
+class _CallTimeout(BaseException):
+    """Raised by the SIGALRM handler; a BaseException so ``except Exception`` in generated code cannot swallow it
+    (bare ``except:`` and ``except BaseException`` are refused by the code check)."""
+
+
+@dataclass
+class MetaPolicyConfig:
+    """How generated code is called at run time."""
+
+    call_timeout_s: float = 0.1  # 0 disables the time bound
+    max_logged_errors: int = 20  # then errors are only counted
+
+
+def module_path(task: str, seed: int, root: str | Path | None = None) -> Path:
+    return Path(root if root is not None else DEFAULT_ROOT) / task / f"seed{seed}" / "execution.py"
+
+
+def available(root: str | Path | None = None) -> dict[str, list[int]]:
+    """Tasks and seeds that have a module under ``root``."""
+    base = Path(root if root is not None else DEFAULT_ROOT)
+    found: dict[str, list[int]] = {}
+    if not base.is_dir():
+        return found
+    for path in sorted(base.glob("*/seed*/execution.py")):
+        suffix = path.parent.name[len("seed"):]
+        if suffix.lstrip("-").isdigit():
+            found.setdefault(path.parent.parent.name, []).append(int(suffix))
+    return {task: sorted(seeds) for task, seeds in found.items()}
+
+
+_CLASS_CACHE: dict[tuple[Path, int], type] = {}
+
+
+def load_class(task: str, seed: int, root: str | Path | None = None) -> type:
+    """Validates and imports ``{root}/{task}/seed{seed}/execution.py`` once per process."""
+    path = module_path(task, seed, root)
+    if not path.is_file():
+        have = available(root)
+        listing = ", ".join(f"{t} (seeds {', '.join(map(str, s))})" for t, s in have.items()) or "none"
+        raise MetaPolicyError(
+            f"no meta-policy module for task {task!r} seed {seed}: {path} does not exist. "
+            f"Available under {path.parents[2]}: {listing}. "
+            "Create one with `python -m scripts.generate_code` and `python -m scripts.combine`."
+        )
+    resolved = path.resolve()
+    key = (resolved, resolved.stat().st_mtime_ns)  # a rewritten file is imported again
+    if key in _CLASS_CACHE:
+        return _CLASS_CACHE[key]
+    source = path.read_text(encoding="utf-8")
+    problems = check_source(source, FULL_METHODS)
+    if problems:
+        raise MetaPolicyError(f"{path}: refused by the code check:\n" + "\n".join(f"- {p}" for p in problems))
+    if root is None:
+        name = f"rl_baseline.meta_policies.{task}.seed{seed}.execution"
+    else:
+        name = f"_meta_policy_{task}_seed{seed}_{abs(hash(key)):x}"
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise MetaPolicyError(f"{path}: cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise MetaPolicyError(f"{path}: importing the module failed: {exc!r}") from exc
+    cls = getattr(module, PLAYER_CLASS, None)
+    if not isinstance(cls, type):
+        raise MetaPolicyError(f"{path}: defines no class {PLAYER_CLASS}")
+    _CLASS_CACHE[key] = cls
+    logger.info("loaded meta-policy %s seed %d from %s", task, seed, path)
+    return cls
+
+
+def load(task: str, seed: int, root: str | Path | None = None,
+         config: MetaPolicyConfig | None = None) -> "MetaPolicy":
+    """The guarded meta-policy of ``task`` / ``seed`` (module imported once per process)."""
+    policy = MetaPolicy(load_class(task, seed, root), task, seed, config)
+    policy.reset()
+    return policy
+
+
+class MetaPolicy:
+    """Guarded wrapper around a ``NetHackPlayer`` instance (see the module docstring)."""
+
+    def __init__(self, player_class: type, task: str, seed: int, config: MetaPolicyConfig | None = None) -> None:
+        self.player_class = player_class
+        self.task = task
+        self.seed = seed
+        self.config = config or MetaPolicyConfig()
+        self.player: Any = None
+        self.num_errors = 0
+        self._kills_seen = 0
+        self._branch_depth = -2
+        self._last_doom_depth = -1
+        self._color_map = dict(COLOR_MAP)
+        self._use_timer = False
+        self._hooks = {name: callable(getattr(player_class, name, None)) for name in
+                       ("update_gold", "defeat_monster", "update_xp_level", "update_hunger", "update_position")}
+
+    # -- guard -----------------------------------------------------------------
+    def _timer_ready(self) -> bool:
+        """Whether calls can be bounded with ITIMER_REAL (main thread, our SIGALRM handler)."""
+        if self.config.call_timeout_s <= 0 or not hasattr(signal, "setitimer"):
+            return False
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        current = signal.getsignal(signal.SIGALRM)
+        if current is _raise_timeout:
+            return True
+        if current in (signal.SIG_DFL, signal.SIG_IGN, None):
+            signal.signal(signal.SIGALRM, _raise_timeout)  # installed once, kept for the process
+            return True
+        return False  # someone else uses SIGALRM: leave it alone, run unbounded
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        use_timer = self._use_timer
+        try:
+            if use_timer:
+                signal.setitimer(signal.ITIMER_REAL, self.config.call_timeout_s)
+            try:
+                return True, fn(*args)
+            finally:
+                if use_timer:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+        except (_CallTimeout, Exception) as exc:  # generated code may raise anything
+            self._error(what, exc)
+            return False, None
+
+    def _error(self, what: str, exc: BaseException | str) -> None:
+        self.num_errors += 1
+        text = "timed out" if isinstance(exc, _CallTimeout) else repr(exc)
+        if self.num_errors <= self.config.max_logged_errors:
+            logger.warning("meta-policy %s seed %d: %s failed (%s); using the fallback",
+                           self.task, self.seed, what, text)
+
+    # -- API used by the run-time ---------------------------------------------
+    def reset(self) -> None:
+        """New episode: a fresh ``NetHackPlayer(max_depth=-1, branch_depth=-2)`` + ``set_initial_values()``."""
+        self._kills_seen = 0
+        self._branch_depth = -2
+        self._last_doom_depth = -1
+        self._color_map = dict(COLOR_MAP)
+        self._use_timer = self._timer_ready()
+        ok, player = self._call("NetHackPlayer()", self.player_class, -1, -2)
+        self.player = player if ok else None
+        if self.player is not None:
+            self._call("set_initial_values", self.player.set_initial_values)
+
+    @property
+    def initial_skill(self) -> str:
+        skill = getattr(self.player, "skill", FALLBACK_SKILL) if self.player is not None else FALLBACK_SKILL
+        return skill if isinstance(skill, str) and skill in SKILLS else FALLBACK_SKILL
+
+    def preconditions(self, chars3x3: Any, colors3x3: Any, num_items: int) -> tuple[bool, bool]:
+        """``(worshipper_ok, merchant_ok)``; ``(False, False)`` on any failure."""
+        if self.player is None:
+            return False, False
+        ok, out = self._call("skill_precondition", self.player.skill_precondition,
+                             chars3x3, colors3x3, int(num_items), self._color_map)
+        if not ok:
+            return False, False
+        try:
+            worshipper_ok, merchant_ok = out
+            return bool(worshipper_ok), bool(merchant_ok)
+        except Exception as exc:
+            self._error("skill_precondition (result)", exc)
+            return False, False
+
+    def should_terminate(self, skill: str, skill_time: int, current_depth: int, previous_depth: int,
+                         preconditions: Sequence[bool]) -> bool:
+        """Whether the active skill ends now; True on any failure."""
+        if self.player is None:
+            return True
+        ok, out = self._call("skill_termination", self.player.skill_termination, skill, int(skill_time),
+                             int(current_depth), int(previous_depth), [bool(p) for p in preconditions])
+        if not ok:
+            return True
+        try:
+            return bool(out)
+        except Exception as exc:
+            self._error("skill_termination (result)", exc)
+            return True
+
+    def next_skill(self, current_skill: str, depth: int, branch_number: int, merchant_ok: bool,
+                   worshipper_ok: bool) -> str:
+        """The next skill name (one of ``rlaif.skills.SKILLS``); ``"discoverer"`` on any failure."""
+        if self.player is None:
+            return FALLBACK_SKILL
+        ok, out = self._call("perform_task", self.player.perform_task, current_skill, int(depth),
+                             int(branch_number), bool(merchant_ok), bool(worshipper_ok))
+        if not ok:
+            return FALLBACK_SKILL
+        if not isinstance(out, str) or out not in SKILLS:
+            self._error("perform_task", f"returned {out!r}, not one of {', '.join(SKILLS)}")
+            return FALLBACK_SKILL
+        return out
+
+    def _set_branch_depth(self, value: int) -> None:
+        if value != self._branch_depth:
+            self._branch_depth = value
+            self._call("branch_depth", _set_attr, self.player, "branch_depth", value)
+
+    def update_state(self, info: Mapping[str, Any]) -> None:
+        """Passes the env's info dict to the module's state hooks (see the module docstring)."""
+        if self.player is None:
+            return
+        player = self.player
+        if "branch_depth" in info and int(info["branch_depth"]) != -2:
+            self._set_branch_depth(int(info["branch_depth"]))
+        elif "depth" in info and "dungeon_number" in info:
+            depth, dungeon = int(info["depth"]), int(info["dungeon_number"])
+            if dungeon == 0:
+                self._last_doom_depth = depth
+            elif dungeon == 2 and self._branch_depth == -2:
+                # first step in the Mines: the entrance is the Dungeons of Doom level we came from
+                self._set_branch_depth(self._last_doom_depth if self._last_doom_depth > 0 else depth - 1)
+        if self._hooks["update_gold"] and "gold" in info:
+            self._call("update_gold", player.update_gold, int(info["gold"]))
+        if "kills" in info:
+            kills = int(info["kills"])
+            if self._hooks["defeat_monster"]:
+                for _ in range(max(0, kills - self._kills_seen)):
+                    if not self._call("defeat_monster", player.defeat_monster)[0]:
+                        break
+            self._kills_seen = max(self._kills_seen, kills)
+        if self._hooks["update_xp_level"] and "xp_level" in info:
+            self._call("update_xp_level", player.update_xp_level, int(info["xp_level"]))
+        if self._hooks["update_hunger"] and "hunger" in info:
+            self._call("update_hunger", player.update_hunger, int(info["hunger"]))
+        if info.get("just_eaten") and int(info.get("dungeon_number", -1)) == 2 and hasattr(player, "eaten_food"):
+            self._call("eaten_food", _set_attr, player, "eaten_food", True)
+        if self._hooks["update_position"] and "depth" in info and "dungeon_number" in info:
+            self._call("update_position", player.update_position, int(info["depth"]), int(info["dungeon_number"]))
+
+
+def _raise_timeout(signum: int, frame: Any) -> None:
+    raise _CallTimeout()
+
+
+def _set_attr(obj: Any, name: str, value: Any) -> None:
+    setattr(obj, name, value)

@@ -1,0 +1,456 @@
+"""Annotation backends behind one small interface.
+
+Every backend turns a batch of chat conversations (lists of
+``{"role", "content"}`` dicts) into one reply text per conversation::
+
+    backend = make_backend("openai", model="meta-llama/Llama-3.1-70B-Instruct",
+                           base_url="http://gpu-node:8000/v1")
+    replies = backend.generate([[{"role": "system", ...}, {"role": "user", ...}], ...])
+
+Backends:
+
+* ``vllm``: offline batched ``vllm.LLM`` (tensor parallel over ``num_gpus``); the chat
+  template is applied with the model's tokenizer. vLLM is imported only here, lazily.
+* ``openai``: any OpenAI-compatible server (``/v1/chat/completions``: ``vllm serve``,
+  TGI, FastChat, ...), requests in a thread pool, timeouts, retries with exponential
+  backoff. Key from ``OPENAI_API_KEY`` if set.
+* ``hf``: ``huggingface_hub.InferenceClient.chat_completion`` against ``base_url`` or a
+  model id; token from ``HF_TOKEN`` (or the usual Hugging Face login).
+* ``transformers`` (alias ``hf-local``): a local ``AutoModelForCausalLM``, batched
+  generation on CPU or GPU, the tokenizer's chat template.
+* ``heuristic``: the rule-based stand-in of :mod:`rlaif.heuristic` (no LLM).
+* ``random``: random answers (seeded), for baselines and tests.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random as _random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+logger = logging.getLogger(__name__)
+
+Conversation = list[dict[str, str]]
+
+BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "heuristic", "random")
+DEFAULT_MODEL = "meta-llama/Llama-3.1-70B-Instruct"
+
+
+class BackendError(RuntimeError):
+    """A backend cannot be created or a request failed for good."""
+
+
+@dataclass
+class SamplingConfig:
+    """Sampling settings shared by the LLM backends (paper: T=0.1, top-p 0.95, top-k 50)."""
+
+    temperature: float = 0.1
+    top_p: float = 0.95
+    top_k: int = 50
+    max_tokens: int = 512
+    seed: int | None = None
+
+
+class Backend:
+    """Base class: ``generate(conversations) -> replies`` (one text per conversation)."""
+
+    name: str = "base"
+
+    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Releases resources (threads, models); the default does nothing."""
+
+    def describe(self) -> str:
+        return self.name
+
+
+# --------------------------------------------------------------------------- cheap backends
+
+
+class HeuristicBackend(Backend):
+    """Rule-based stand-in for the LLM (see :mod:`rlaif.heuristic`)."""
+
+    name = "heuristic"
+
+    def __init__(self, skill: str | None = None, **_: Any) -> None:
+        from rlaif import heuristic
+        from rlaif.skills import skill_index
+
+        if skill is None:
+            raise BackendError("the heuristic backend needs the skill (pass skill=...)")
+        skill_index(skill)
+        self._judge = heuristic.judge
+        self.skill = skill
+        logger.info(heuristic.STAND_IN_NOTICE)
+
+    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        judge, skill = self._judge, self.skill
+        out = []
+        for conv in conversations:
+            users = [m["content"] for m in conv if m["role"] == "user"]
+            reply = judge(users[0] if users else "", skill)
+            if len(users) > 1:  # a retry: answer with the bare line, as asked
+                reply = reply.rsplit("\n", 1)[-1]
+            out.append(reply)
+        return out
+
+    def describe(self) -> str:
+        return "heuristic (rule-based stand-in for the LLM)"
+
+
+class RandomBackend(Backend):
+    """Random answers (1, 2 or none), reproducible with ``seed``."""
+
+    name = "random"
+
+    def __init__(self, seed: int | None = 0, tie_probability: float = 0.05, **_: Any) -> None:
+        self._rng = _random.Random(seed)
+        self.tie_probability = tie_probability
+
+    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        out = []
+        for _ in conversations:
+            r = self._rng.random()
+            choice = "none" if r < self.tie_probability else ("1" if r < (1 + self.tie_probability) / 2 else "2")
+            out.append(f"Random choice.\nAnswer: {choice}")
+        return out
+
+
+# --------------------------------------------------------------------------- remote backends
+
+
+def _retrying(call: Callable[[], str], max_retries: int, backoff: float, what: str, retryable: Callable[[Exception], bool]) -> str:
+    delay = backoff
+    for attempt in range(max_retries + 1):
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if not retryable(exc) or attempt == max_retries:
+                raise BackendError(f"{what}: request failed after {attempt + 1} attempt(s): {exc}") from exc
+            logger.warning("%s: attempt %d failed (%s); retrying in %.2fs", what, attempt + 1, exc, delay)
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
+
+
+class _RetryableHTTP(Exception):
+    pass
+
+
+def chat_completions_url(base_url: str) -> str:
+    """``http://host:8000`` / ``.../v1`` / ``.../v1/chat/completions`` -> the chat completions URL."""
+    url = base_url.rstrip("/")
+    if url.endswith("/chat/completions"):
+        return url
+    if url.endswith("/v1"):
+        return url + "/chat/completions"
+    return url + "/v1/chat/completions"
+
+
+class OpenAIBackend(Backend):
+    """Any OpenAI-compatible chat completions server, requests in a thread pool."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str = DEFAULT_MODEL,
+        sampling: SamplingConfig | None = None,
+        concurrency: int = 16,
+        timeout: float = 120.0,
+        max_retries: int = 5,
+        backoff: float = 1.0,
+        api_key: str | None = None,
+        check_connection: bool = True,
+        **_: Any,
+    ) -> None:
+        import requests
+
+        if not base_url:
+            raise BackendError("the openai backend needs --base_url (e.g. http://localhost:8000/v1)")
+        self._requests = requests
+        self.url = chat_completions_url(base_url)
+        self.model = model
+        self.sampling = sampling or SamplingConfig()
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self._session = requests.Session()
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if key:
+            self._session.headers["Authorization"] = f"Bearer {key}"
+        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+        if check_connection:
+            self._check_connection()
+
+    def _check_connection(self) -> None:
+        base = self.url[: -len("/chat/completions")]
+        try:
+            self._session.get(base + "/models", timeout=min(self.timeout, 10.0))
+        except self._requests.RequestException as exc:
+            self.close()
+            raise BackendError(
+                f"cannot reach the server at {base} ({exc.__class__.__name__}); start it (e.g. "
+                "'vllm serve MODEL') or fix --base_url"
+            ) from exc
+
+    def _payload(self, conv: Conversation) -> dict[str, Any]:
+        s = self.sampling
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": conv,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "max_tokens": s.max_tokens,
+        }
+        if s.top_k and s.top_k > 0:
+            payload["top_k"] = s.top_k  # vLLM/TGI extension; pass --top_k 0 for servers that refuse it
+        if s.seed is not None:
+            payload["seed"] = s.seed
+        return payload
+
+    def _one(self, conv: Conversation) -> str:
+        requests = self._requests
+
+        def call() -> str:
+            resp = self._session.post(self.url, json=self._payload(conv), timeout=self.timeout)
+            if resp.status_code == 429 or resp.status_code >= 500:
+                raise _RetryableHTTP(f"HTTP {resp.status_code} from {self.url}")
+            if resp.status_code != 200:
+                raise BackendError(f"HTTP {resp.status_code} from {self.url}: {resp.text[:300]}")
+            try:
+                return resp.json()["choices"][0]["message"]["content"] or ""
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                raise BackendError(f"malformed reply from {self.url}: {resp.text[:300]}") from exc
+
+        def retryable(exc: Exception) -> bool:
+            return isinstance(exc, (_RetryableHTTP, requests.ConnectionError, requests.Timeout))
+
+        return _retrying(call, self.max_retries, self.backoff, f"openai backend ({self.url})", retryable)
+
+    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        return list(self._pool.map(self._one, conversations))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._session.close()
+
+    def describe(self) -> str:
+        return f"openai ({self.model} at {self.url})"
+
+
+class HFInferenceBackend(Backend):
+    """``huggingface_hub.InferenceClient.chat_completion`` (a URL or a model id), threaded."""
+
+    name = "hf"
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str = DEFAULT_MODEL,
+        sampling: SamplingConfig | None = None,
+        concurrency: int = 8,
+        timeout: float = 120.0,
+        max_retries: int = 5,
+        backoff: float = 1.0,
+        token: str | None = None,
+        **_: Any,
+    ) -> None:
+        from huggingface_hub import InferenceClient
+
+        token = token or os.environ.get("HF_TOKEN") or None
+        if base_url:
+            self._client = InferenceClient(base_url=base_url, token=token, timeout=timeout)
+        else:
+            self._client = InferenceClient(model=model, token=token, timeout=timeout)
+        self.model = model
+        self.target = base_url or model
+        self.sampling = sampling or SamplingConfig()
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+
+    def _one(self, conv: Conversation) -> str:
+        from huggingface_hub.errors import HfHubHTTPError
+        import requests
+
+        s = self.sampling
+
+        def call() -> str:
+            out = self._client.chat_completion(
+                messages=conv,
+                model=self.model if self.target != self.model else None,
+                max_tokens=s.max_tokens,
+                temperature=s.temperature,
+                top_p=s.top_p,
+                seed=s.seed,
+            )
+            return out.choices[0].message.content or ""
+
+        def retryable(exc: Exception) -> bool:
+            if isinstance(exc, HfHubHTTPError):
+                status = exc.response.status_code if exc.response is not None else 0
+                return status == 429 or status >= 500
+            return isinstance(exc, (requests.ConnectionError, requests.Timeout, TimeoutError))
+
+        return _retrying(call, self.max_retries, self.backoff, f"hf backend ({self.target})", retryable)
+
+    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        return list(self._pool.map(self._one, conversations))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def describe(self) -> str:
+        return f"hf ({self.target})"
+
+
+# --------------------------------------------------------------------------- local models
+
+
+class TransformersBackend(Backend):
+    """A local causal LM through ``transformers`` (CPU or GPU), batched generation."""
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        sampling: SamplingConfig | None = None,
+        device: str | None = None,
+        dtype: str = "auto",
+        device_map: str | None = None,
+        **_: Any,
+    ) -> None:
+        """``device_map="auto"`` (needs ``accelerate``) spreads a large model over all GPUs;
+        otherwise the model is moved to ``device`` (default: CUDA if available, else CPU)."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self._torch = torch
+        self.sampling = sampling or SamplingConfig()
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.tokenizer = AutoTokenizer.from_pretrained(model)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        if device_map is not None:
+            self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, device_map=device_map).eval()
+            self.device = str(self.model.device)
+        else:
+            self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(self.device).eval()
+        self.model_name = model
+        if self.sampling.seed is not None:
+            torch.manual_seed(self.sampling.seed)
+
+    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        torch, tok, s = self._torch, self.tokenizer, self.sampling
+        texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
+        batch = tok(
+            texts, return_tensors="pt", padding=True, add_special_tokens=False, return_token_type_ids=False
+        ).to(self.device)
+        kwargs: dict[str, Any] = {"max_new_tokens": s.max_tokens, "pad_token_id": tok.pad_token_id}
+        if s.temperature > 0:
+            kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None)
+        else:
+            kwargs.update(do_sample=False)
+        with torch.no_grad():
+            out = self.model.generate(**batch, **kwargs)
+        new = out[:, batch["input_ids"].shape[1]:]
+        return tok.batch_decode(new, skip_special_tokens=True)
+
+    def describe(self) -> str:
+        return f"transformers ({self.model_name} on {self.device})"
+
+
+VLLM_MISSING = (
+    "the vllm backend needs vLLM and a GPU: {why}. Fixes: install requirements-vllm.txt on a GPU node "
+    "(python -m venv venv-vllm && venv-vllm/bin/pip install -r requirements-vllm.txt); or point "
+    "--backend openai --base_url http://HOST:PORT/v1 at a running server; or use --backend heuristic "
+    "for a CPU smoke run"
+)
+
+
+class VLLMBackend(Backend):
+    """Offline batched ``vllm.LLM``, tensor parallel over ``num_gpus``."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        sampling: SamplingConfig | None = None,
+        num_gpus: int = 1,
+        **llm_kwargs: Any,
+    ) -> None:
+        try:
+            import vllm
+        except ImportError as exc:
+            raise BackendError(VLLM_MISSING.format(why=f"vllm is not installed ({exc})")) from exc
+        try:
+            import torch
+
+            gpus = torch.cuda.device_count()
+        except ImportError:
+            gpus = 0
+        if gpus < 1:
+            raise BackendError(VLLM_MISSING.format(why="no CUDA GPU is visible"))
+        if num_gpus > gpus:
+            raise BackendError(f"--num_gpus {num_gpus} but only {gpus} GPU(s) are visible")
+        self.sampling = sampling or SamplingConfig()
+        s = self.sampling
+        allowed = {k: v for k, v in llm_kwargs.items() if k in ("max_model_len", "gpu_memory_utilization", "dtype")}
+        self._llm = vllm.LLM(model=model, tensor_parallel_size=num_gpus, seed=s.seed or 0, **allowed)
+        self._params = vllm.SamplingParams(
+            temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k else -1, max_tokens=s.max_tokens, seed=s.seed
+        )
+        self._tokenizer = self._llm.get_tokenizer()
+        self.model_name = model
+
+    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        prompts = [self._tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
+        outputs = self._llm.generate(prompts, self._params, use_tqdm=False)
+        return [o.outputs[0].text for o in outputs]
+
+    def describe(self) -> str:
+        return f"vllm ({self.model_name})"
+
+
+_FACTORIES: dict[str, Callable[..., Backend]] = {
+    "vllm": VLLMBackend,
+    "openai": OpenAIBackend,
+    "hf": HFInferenceBackend,
+    "transformers": TransformersBackend,
+    "hf-local": TransformersBackend,
+    "heuristic": HeuristicBackend,
+    "random": RandomBackend,
+}
+
+
+def check_backend_name(name: str) -> str:
+    if name not in _FACTORIES:
+        raise BackendError(f"unknown backend {name!r}; valid backends: {', '.join(BACKENDS)}")
+    return name
+
+
+def make_backend(name: str, **kwargs: Any) -> Backend:
+    """Creates backend ``name`` (one of :data:`BACKENDS`).
+
+    Common kwargs: ``model``, ``base_url``, ``num_gpus``, ``sampling`` (a
+    :class:`SamplingConfig`, or ``temperature``/``top_p``/``top_k``/``max_tokens``/``seed``
+    given separately), ``skill`` (heuristic), ``seed`` (random), ``concurrency``,
+    ``timeout``, ``max_retries``, ``backoff`` (openai/hf).
+    """
+    factory = _FACTORIES[check_backend_name(name)]
+    if "sampling" not in kwargs:
+        fields = {k: kwargs.pop(k) for k in ("temperature", "top_p", "top_k", "max_tokens") if k in kwargs}
+        kwargs["sampling"] = SamplingConfig(seed=kwargs.get("seed"), **fields)
+    if name != "random":
+        kwargs.pop("seed", None)
+    return factory(**kwargs)

@@ -1,0 +1,200 @@
+"""A rule-based STAND-IN for the LLM annotator (not the paper's method).
+
+The paper annotates pairs with Llama 3.1 70B. These hand-written rules, derived
+from the five skill descriptions in :mod:`rlaif.skills`, exist for CPU smoke runs,
+tests, and for measuring how often an LLM agrees with simple rules. They read the
+same captions the LLM reads (parsed back out of the prompt text) and reply in the
+same text format (a short explanation and an ``Answer: ...`` line), so the very
+same parsing path runs as for a real model.
+
+Rules in short (scores are compared; equal scores give ``Answer: none``):
+
+* discoverer: gold picked up, items picked up (``f - a scroll ...``), monsters
+  killed, experience gained; any change of dungeon level is strongly bad.
+* descender: going deeper is strongly good, standing on or finding a down
+  staircase mildly good; going up is bad.
+* ascender: climbing to a shallower level is strongly good, up staircases mildly
+  good; going deeper is bad.
+* worshipper: altar messages, and above all the black/amber flash of a
+  dropped item on an altar; praying and angering the god are bad.
+* merchant: shopkeeper greetings, offers, sales and purchases; stealing,
+  owing money and angry shopkeepers are bad.
+* every skill: dying and angering the god are very bad.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rlaif.captions import (
+    LABEL_DEPTH,
+    LABEL_GOLD,
+    LABEL_HP,
+    LABEL_HUNGER,
+    LABEL_MSG_AFTER,
+    LABEL_MSG_BEFORE,
+    LABEL_XP,
+)
+from rlaif.skills import SKILLS
+
+STAND_IN_NOTICE = "heuristic annotator: a rule-based stand-in for the LLM"
+
+_CAPTION_RE = re.compile(
+    rf"{LABEL_MSG_BEFORE}: (.*)\n{LABEL_MSG_AFTER}: (.*)\n{LABEL_DEPTH}: (.*)\n{LABEL_GOLD}: (.*)\n"
+    rf"{LABEL_HP}: (.*)\n{LABEL_XP}: (.*)\n{LABEL_HUNGER}: (.*)"
+)
+_DELTA_RE = re.compile(r"went (up|down) from (-?\d+) to (-?\d+)")
+
+
+def _delta(text: str) -> int:
+    if text.startswith("d"):  # "did not change (...)"
+        return 0
+    m = _DELTA_RE.match(text)
+    if m is None:
+        return 0
+    return int(m.group(3)) - int(m.group(2))
+
+
+@dataclass
+class Observation:
+    """What the rules look at, parsed from one caption."""
+
+    message_before: str
+    message_after: str
+    depth_change: int
+    gold_change: int
+    hp_change: int
+    xp_change: int
+
+    @property
+    def messages(self) -> str:
+        return (self.message_before + " " + self.message_after).lower()
+
+
+def parse_captions(text: str) -> list[Observation]:
+    """All captions found in a prompt, in order."""
+    out = []
+    for before, after, depth, gold, hp, xp, _hunger in _CAPTION_RE.findall(text):
+        out.append(
+            Observation(
+                message_before=before.strip('"'),
+                message_after=after.strip('"'),
+                depth_change=_delta(depth),
+                gold_change=_delta(gold),
+                hp_change=_delta(hp),
+                xp_change=_delta(xp),
+            )
+        )
+    return out
+
+
+def _pattern(*words: str) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(w) for w in words))
+
+
+_DEATH = _pattern("you die", "you starve", "killed by")
+_GOD_ANGER = _pattern("you feel that", "is displeased", "you feel guilty", "angers you", "thou hast angered", "smited")
+_KILL = _pattern("you kill", "you destroy", "is killed", "is destroyed")
+_PICKUP = re.compile(r"(?:^|\s)[a-zA-Z$] - ")
+_FIND = _pattern("you find")
+_SHOP_GOOD = _pattern(
+    "shopkeeper", "welcome to", "offers", "for your", "sell it", "you sold", "you bought", "gold pieces for",
+    "for sale", "price", "itemized billing", "pay ", "you paid",
+)
+_SALE = _pattern("you sold", "gold pieces for")
+_SHOP_BAD = _pattern("you stole", "you owe", "angry", "usage fee", "thief", "kops")
+_ALTAR = _pattern("altar")
+_FLASH = _pattern("black flash", "amber flash")
+_DROP = _pattern("you drop", "on the altar")
+_PRAY = _pattern("you begin praying", "you pray")
+_DOWN_STAIRS = _pattern("staircase down", "stairs down")
+_UP_STAIRS = _pattern("staircase up", "stairs up")
+
+
+def _message_score(message_before: str, message_after: str, skill: str) -> float:
+    """The part of the score read from the messages (cached: NetHack repeats messages)."""
+    msgs = (message_before + " " + message_after).lower()
+    after = message_after.lower()
+    s = 0.0
+    if _DEATH.search(msgs):
+        s -= 20.0
+    if _GOD_ANGER.search(msgs):
+        s -= 10.0
+    if skill == "discoverer":
+        if _PICKUP.search(message_after):
+            s += 2.0
+        if _KILL.search(after):
+            s += 3.0
+        if _FIND.search(after):
+            s += 0.5
+    elif skill == "descender":
+        if _DOWN_STAIRS.search(after):
+            s += 1.0
+    elif skill == "ascender":
+        if _UP_STAIRS.search(after):
+            s += 1.0
+    elif skill == "worshipper":
+        if _FLASH.search(after):
+            s += 6.0
+        if _ALTAR.search(after):
+            s += 2.0
+        if _DROP.search(after):
+            s += 1.0
+        if _PRAY.search(msgs):
+            s -= 2.0
+    elif skill == "merchant":
+        if _SHOP_GOOD.search(after):
+            s += 3.0
+        if _SALE.search(after):
+            s += 2.0
+        if _SHOP_BAD.search(msgs):
+            s -= 6.0
+    else:
+        raise ValueError(f"unknown skill {skill!r}; valid skills: {', '.join(SKILLS)}")
+    return s
+
+
+def _stats_score(depth_change: int, gold_change: int, xp_change: int, skill: str) -> float:
+    """The part of the score read from the stat changes."""
+    d = depth_change
+    if skill == "discoverer":
+        return -10.0 * abs(d) + 3.0 * (gold_change > 0) + 2.0 * (xp_change > 0)
+    if skill == "descender":
+        return 10.0 * d if d > 0 else 5.0 * d
+    if skill == "ascender":
+        return -10.0 * d if d < 0 else -5.0 * d
+    return -2.0 * abs(d)  # worshipper, merchant: stay on the level
+
+
+def score(observation: Observation, skill: str) -> float:
+    """Higher is better for ``skill``."""
+    o = observation
+    return _message_score(o.message_before, o.message_after, skill) + _stats_score(
+        o.depth_change, o.gold_change, o.xp_change, skill
+    )
+
+
+_MESSAGE_CACHE: dict[tuple[str, str, str], float] = {}
+_CACHE_SIZE = 200_000
+
+
+def _fast_score(fields: tuple[str, ...], skill: str) -> float:
+    before, after, depth, gold, _hp, xp, _hunger = fields
+    key = (skill, before, after)
+    value = _MESSAGE_CACHE.get(key)
+    if value is None:
+        value = _message_score(before.strip('"'), after.strip('"'), skill)
+        if len(_MESSAGE_CACHE) >= _CACHE_SIZE:
+            _MESSAGE_CACHE.clear()
+        _MESSAGE_CACHE[key] = value
+    return value + _stats_score(_delta(depth), _delta(gold), _delta(xp), skill)
+
+
+def judge(prompt_text: str, skill: str) -> str:
+    """A reply in the LLM's answer format for a prompt holding two captions."""
+    found = _CAPTION_RE.findall(prompt_text)
+    if len(found) != 2:
+        return f"The rule-based stand-in found {len(found)} observation descriptions instead of 2."
+    a, b = _fast_score(found[0], skill), _fast_score(found[1], skill)
+    choice = "1" if a > b else "2" if b > a else "none"
+    return f"Rule-based stand-in ({skill}): moment 1 scores {a:g}, moment 2 scores {b:g}.\nAnswer: {choice}"

@@ -1,0 +1,164 @@
+"""Annotation prompts: the judge's system prompt, the per-skill preference
+sentences, the pair template, the answer format and its parser, and the retry
+prompt sent once when a reply holds no parseable answer.
+
+The judge is asked to end its reply with a line ``Answer: 1``, ``Answer: 2`` or
+``Answer: none``; :func:`parse_answer` maps that to the preference codes of
+:mod:`rlaif.preferences` (0 first, 1 second, 2 tie/neither, 3 unknown).
+
+Conversations are lists of ``{"role": ..., "content": ...}`` dicts; each
+backend formats them with the model's own chat template (locally through
+``tokenizer.apply_chat_template``, remotely through the server's chat endpoint).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlaif.preferences import FIRST, SECOND, TIE, UNKNOWN
+from rlaif.skills import SKILLS
+
+SYSTEM_PROMPT = (
+    "You are an expert NetHack player acting as a careful and fair judge. You compare short "
+    "descriptions of moments from NetHack games and decide which moment shows more progress "
+    "towards a stated goal. Base your judgement only on what the descriptions say, be honest "
+    "when neither is better, and keep your reasoning brief."
+)
+
+# One sentence per skill: what the judge should prefer (written from the skill descriptions).
+SKILL_PREFERENCES: dict[str, str] = {
+    "discoverer": (
+        "Prefer the moment where the player explores the current dungeon level more thoroughly: "
+        "uncovering new parts of the level, fighting and defeating monsters, and picking up gold, "
+        "scrolls and other useful items. Moving to a different dungeon level, up or down, is bad "
+        "for this goal."
+    ),
+    "descender": (
+        "Prefer the moment where the player makes its way towards a down staircase and descends "
+        "to a deeper dungeon level. Staying on the same level or climbing up to a shallower one "
+        "is bad for this goal."
+    ),
+    "ascender": (
+        "Prefer the moment where the player makes its way towards an up staircase and climbs to a "
+        "shallower dungeon level. Staying on the same level is bad for this goal."
+    ),
+    "worshipper": (
+        "Prefer the moment where the player uses an altar to find out whether its items are "
+        "cursed, uncursed or blessed, for example by dropping items on the altar and watching "
+        "for a black or amber flash. Praying is not the goal."
+    ),
+    "merchant": (
+        "Prefer the moment where the player deals with a shopkeeper: entering a shop, being "
+        "offered a price, haggling, selling or buying items. Stealing from a shop, or angering "
+        "a shopkeeper, is bad for this goal."
+    ),
+}
+
+GOD_WARNING = "Whatever the goal, the player must never anger its god."
+
+ANSWER_INSTRUCTIONS = (
+    "First explain in a few sentences what happens in each moment and how it relates to the goal. "
+    "Then finish your reply with a single last line of exactly this form:\n"
+    "Answer: 1\n"
+    "if the first moment is better, \"Answer: 2\" if the second moment is better, or "
+    "\"Answer: none\" if neither is better or you cannot tell."
+)
+
+DEFAULT_TEMPLATE = (
+    "Here are two moments from a game of NetHack, each described by the message the game "
+    "showed before and after one step and by how the player's status changed.\n\n"
+    "Goal: {preference} {god_warning}\n\n"
+    "Moment 1:\n{caption_1}\n\n"
+    "Moment 2:\n{caption_2}\n\n"
+    "{answer_instructions}"
+)
+
+RETRY_PROMPT = (
+    "Your reply did not end with a line in the required form. Reply now with only that line: "
+    "\"Answer: 1\", \"Answer: 2\" or \"Answer: none\"."
+)
+
+TEMPLATE_FIELDS: tuple[str, ...] = ("preference", "caption_1", "caption_2")
+
+# The last "answer: X" wins; a few forms models tend to produce are accepted
+# (bold markers, quotes, brackets, "Moment 2", "none"/"neither"/"tie"/"null").
+_ANSWER_RE = re.compile(
+    r"answer\W{0,6}[:=][\s*\"'`(\[{]*(?:moment\s*|option\s*|#)?(1|2|none|neither|tie|null|equal)\b",
+    re.IGNORECASE,
+)
+_CODES = {"1": FIRST, "2": SECOND}
+
+
+class PromptError(ValueError):
+    """A custom prompt template is missing or malformed."""
+
+
+def parse_answer(text: str | None) -> int:
+    """Preference code of a reply: 0 first, 1 second, 2 tie/neither, 3 unknown (no parseable answer)."""
+    if not text:
+        return UNKNOWN
+    matches = _ANSWER_RE.findall(text)
+    if not matches:
+        return UNKNOWN
+    return _CODES.get(matches[-1].lower(), TIE)
+
+
+@dataclass
+class PromptBuilder:
+    """Builds annotation conversations for one skill."""
+
+    skill: str
+    template: str = DEFAULT_TEMPLATE
+    system_prompt: str = SYSTEM_PROMPT
+
+    def __post_init__(self) -> None:
+        if self.skill not in SKILL_PREFERENCES:
+            raise ValueError(f"unknown skill {self.skill!r}; valid skills: {', '.join(SKILLS)}")
+        check_template(self.template, "prompt template")
+        # Pre-fill everything that does not depend on the pair, once.
+        fixed = self.template.replace("{preference}", SKILL_PREFERENCES[self.skill])
+        fixed = fixed.replace("{god_warning}", GOD_WARNING).replace("{answer_instructions}", ANSWER_INSTRUCTIONS)
+        head, _, rest = fixed.partition("{caption_1}")
+        middle, _, tail = rest.partition("{caption_2}")
+        self._parts = (head, middle, tail)
+        self._system = {"role": "system", "content": self.system_prompt}
+
+    @property
+    def parts(self) -> tuple[str, str, str]:
+        """The fixed text around the captions: user prompt = parts[0] + c1 + parts[1] + c2 + parts[2]."""
+        return self._parts
+
+    def user_prompt(self, caption_1: str, caption_2: str) -> str:
+        head, middle, tail = self._parts
+        return head + caption_1 + middle + caption_2 + tail
+
+    def conversation(self, caption_1: str, caption_2: str) -> list[dict[str, str]]:
+        return [self._system, {"role": "user", "content": self.user_prompt(caption_1, caption_2)}]
+
+
+def retry_conversation(conversation: list[dict[str, str]], reply: str) -> list[dict[str, str]]:
+    """The conversation continued with the unparseable reply and the retry prompt."""
+    return conversation + [{"role": "assistant", "content": reply}, {"role": "user", "content": RETRY_PROMPT}]
+
+
+def check_template(template: str, source: str) -> str:
+    for name in TEMPLATE_FIELDS:
+        placeholder = "{" + name + "}"
+        if template.count(placeholder) != 1:
+            raise PromptError(f"{source}: must contain {placeholder} exactly once")
+    if template.index("{caption_1}") > template.index("{caption_2}"):
+        raise PromptError(f"{source}: {{caption_1}} must come before {{caption_2}}")
+    return template
+
+
+def load_template(prompt: str | None) -> str:
+    """``None``/``"default"`` gives :data:`DEFAULT_TEMPLATE`; anything else is a path to a
+    text file holding a template with ``{preference}``, ``{caption_1}`` and ``{caption_2}``
+    (optionally ``{god_warning}`` and ``{answer_instructions}``)."""
+    if prompt in (None, "", "default"):
+        return DEFAULT_TEMPLATE
+    path = Path(prompt)
+    if not path.is_file():
+        raise PromptError(f"--prompt: {prompt!r} is neither 'default' nor an existing template file")
+    return check_template(path.read_text(encoding="utf-8"), f"--prompt {path}")

@@ -1,0 +1,306 @@
+"""Skill reward model: a small char-CNN over the current message plus the depth change.
+
+This module is pure PyTorch + numpy (no NLE, no sample-factory) so the RL phase can
+import it inside environment workers. It holds:
+
+* :class:`RewardModelConfig` - architecture sizes, saved in every checkpoint so the
+  model can be rebuilt from the checkpoint alone;
+* :class:`SkillRewardModel` - ``forward(messages [B, 256], depth_change [B]) -> [B]``;
+  identical messages in a batch are encoded once;
+* :func:`load_skill_reward` - loads ``{train_dir}/{experiment}`` (latest checkpoint +
+  the normalized-reward quantile CSV) into a :class:`LoadedSkillReward` that scores
+  numpy inputs with normalized rewards and gives quantile thresholds.
+
+Layout of a reward directory (written by :mod:`rlaif.train_reward`)::
+
+    {reward_dir}/checkpoint_p0/checkpoint_{iter:09d}.pth
+    {reward_dir}/reward_metrics/train_norm_quantiles.csv
+    {reward_dir}/reward_metrics/metrics.csv
+"""
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+MESSAGE_LEN = 256
+CHECKPOINT_DIRNAME = "checkpoint_p0"
+METRICS_DIRNAME = "reward_metrics"
+QUANTILES_CSV = "train_norm_quantiles.csv"
+CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)\.pth$")
+
+
+@dataclass
+class RewardModelConfig:
+    """Architecture sizes of :class:`SkillRewardModel`.
+
+    The message bytes go through an embedding, then one 1-D convolution per entry of
+    ``conv_channels`` (kernel ``kernel_sizes[i]``, ReLU, max pooling by ``pool_sizes[i]``;
+    a pool size of 1 means no pooling), then a max over the remaining positions. The
+    resulting vector, concatenated with ``depth_scale * depth_change``, goes through an
+    MLP with ``mlp_layers`` hidden layers of width ``hidden_dim`` to one scalar.
+    """
+
+    vocab_size: int = 256
+    message_len: int = MESSAGE_LEN
+    embed_dim: int = 32
+    conv_channels: tuple[int, ...] = (64, 64, 64)
+    kernel_sizes: tuple[int, ...] = (5, 5, 3)
+    pool_sizes: tuple[int, ...] = (4, 4, 1)
+    hidden_dim: int = 128
+    mlp_layers: int = 2
+    depth_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        self.conv_channels = tuple(int(c) for c in self.conv_channels)
+        self.kernel_sizes = tuple(int(k) for k in self.kernel_sizes)
+        self.pool_sizes = tuple(int(p) for p in self.pool_sizes)
+        n = len(self.conv_channels)
+        if n == 0:
+            raise ValueError("RewardModelConfig: conv_channels must list at least one layer")
+        if len(self.kernel_sizes) != n or len(self.pool_sizes) != n:
+            raise ValueError(
+                f"RewardModelConfig: conv_channels ({n}), kernel_sizes ({len(self.kernel_sizes)}) and "
+                f"pool_sizes ({len(self.pool_sizes)}) must have the same length"
+            )
+        length = self.message_len
+        for p in self.pool_sizes:
+            if p < 1:
+                raise ValueError(f"RewardModelConfig: pool sizes must be >= 1, got {self.pool_sizes}")
+            length //= p
+        if length < 1:
+            raise ValueError(
+                f"RewardModelConfig: pooling {self.pool_sizes} shrinks a {self.message_len}-byte message to nothing"
+            )
+        if self.mlp_layers < 1:
+            raise ValueError(f"RewardModelConfig: mlp_layers must be >= 1, got {self.mlp_layers}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain types only (lists, ints, floats), so ``torch.load(weights_only=True)`` can read it."""
+        out = asdict(self)
+        for key, value in out.items():
+            if isinstance(value, tuple):
+                out[key] = list(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RewardModelConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"RewardModelConfig: unknown fields {sorted(unknown)}")
+        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()})
+
+
+class SkillRewardModel(nn.Module):
+    """Scalar reward of (current message bytes, depth change)."""
+
+    def __init__(self, config: RewardModelConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or RewardModelConfig()
+        cfg = self.config
+        self.embedding = nn.Embedding(cfg.vocab_size, cfg.embed_dim, padding_idx=0)
+        layers: list[nn.Module] = []
+        in_ch = cfg.embed_dim
+        for ch, k, p in zip(cfg.conv_channels, cfg.kernel_sizes, cfg.pool_sizes):
+            layers.append(nn.Conv1d(in_ch, ch, kernel_size=k, padding=k // 2))
+            layers.append(nn.ReLU())
+            if p > 1:
+                layers.append(nn.MaxPool1d(p))
+            in_ch = ch
+        self.convs = nn.Sequential(*layers)
+        mlp: list[nn.Module] = []
+        width = in_ch + 1
+        for _ in range(cfg.mlp_layers):
+            mlp += [nn.Linear(width, cfg.hidden_dim), nn.ReLU()]
+            width = cfg.hidden_dim
+        mlp.append(nn.Linear(width, 1))
+        self.mlp = nn.Sequential(*mlp)
+
+    @property
+    def feature_dim(self) -> int:
+        return self.config.conv_channels[-1]
+
+    def encode_messages(self, messages: torch.Tensor) -> torch.Tensor:
+        """Message bytes [B, L] (any integer dtype) -> features [B, feature_dim]."""
+        x = self.embedding(messages.long())  # [B, L, E]
+        x = self.convs(x.transpose(1, 2))  # [B, C, L']
+        return x.amax(dim=2)
+
+    def head(self, features: torch.Tensor, depth_change: torch.Tensor) -> torch.Tensor:
+        """Features [B, C] + depth change [B] -> reward [B]."""
+        depth = depth_change.to(features.dtype).reshape(-1, 1) * self.config.depth_scale
+        return self.mlp(torch.cat([features, depth], dim=1)).squeeze(1)
+
+    def forward(self, messages: torch.Tensor, depth_change: torch.Tensor, dedup: bool = True) -> torch.Tensor:
+        """Rewards [B] of messages [B, 256] (uint8 or long) and depth changes [B].
+
+        With ``dedup`` (the default) each distinct message is encoded once and its
+        features are shared by all rows that carry it.
+        """
+        if messages.dim() != 2:
+            raise ValueError(f"messages must be [B, {self.config.message_len}], got shape {tuple(messages.shape)}")
+        if depth_change.reshape(-1).shape[0] != messages.shape[0]:
+            raise ValueError(
+                f"depth_change has {depth_change.numel()} values for {messages.shape[0]} messages"
+            )
+        if dedup and messages.shape[0] > 1:
+            unique, inverse = torch.unique(messages, dim=0, return_inverse=True)
+            features = self.encode_messages(unique)[inverse]
+        else:
+            features = self.encode_messages(messages)
+        return self.head(features, depth_change.reshape(-1))
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> cuda when available, else cpu; ``cuda`` without a GPU is a clear error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but torch sees no CUDA device; use --device cpu or auto")
+    return torch.device(device)
+
+
+def list_checkpoints(checkpoint_dir: str | Path) -> list[tuple[int, Path]]:
+    """``(iteration, path)`` of every ``checkpoint_{iter}.pth`` in the folder, oldest first."""
+    checkpoint_dir = Path(checkpoint_dir)
+    if not checkpoint_dir.is_dir():
+        return []
+    found = []
+    for path in checkpoint_dir.iterdir():
+        match = CHECKPOINT_RE.match(path.name)
+        if match and path.is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
+    found = list_checkpoints(checkpoint_dir)
+    return found[-1][1] if found else None
+
+
+def read_quantile_csv(path: str | Path) -> dict[float, float]:
+    """The LAST row of a quantile CSV as ``{quantile (rounded to 2 decimals): normalized reward}``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"reward quantile file not found: {path}")
+    with path.open(newline="") as fh:
+        rows = [row for row in csv.reader(fh) if row]
+    if len(rows) < 2:
+        raise ValueError(f"{path}: expected a header of quantiles and at least one row of values, got {len(rows)} rows")
+    try:
+        header = [round(float(v), 2) for v in rows[0]]
+        values = [float(v) for v in rows[-1]]
+    except ValueError as exc:
+        raise ValueError(f"{path}: non-numeric entry ({exc})") from exc
+    if len(header) != len(values):
+        raise ValueError(f"{path}: last row has {len(values)} values for {len(header)} quantiles")
+    return dict(zip(header, values))
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dict[str, Any]:
+    """Reads a checkpoint with ``weights_only=True`` (tensors and plain containers only)."""
+    return torch.load(Path(path), map_location=device, weights_only=True)
+
+
+def model_from_checkpoint(state: dict[str, Any], device: str | torch.device = "cpu") -> SkillRewardModel:
+    config = RewardModelConfig.from_dict(state.get("model_config", {}))
+    model = SkillRewardModel(config)
+    model.load_state_dict(state["model"])
+    return model.to(device)
+
+
+@dataclass
+class LoadedSkillReward:
+    """A trained skill reward model ready for scoring (eval mode), with its normalization."""
+
+    model: SkillRewardModel
+    reward_mean: float
+    reward_std: float
+    quantiles: dict[float, float]
+    skill: str
+    checkpoint_path: Path
+    quantile_csv: Path | None = None
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    def score(self, messages: np.ndarray, depth_change: np.ndarray) -> np.ndarray:
+        """Normalized rewards ``(r - mean) / std`` (float32 [B]) of messages uint8 [B, 256]
+        and depth changes [B]. A single message [256] with a scalar depth change also works."""
+        msgs = np.asarray(messages)
+        if msgs.ndim == 1:
+            msgs = msgs[None]
+        depth = np.asarray(depth_change, dtype=np.float32).reshape(-1)
+        if msgs.ndim != 2 or msgs.shape[1] != self.model.config.message_len:
+            raise ValueError(
+                f"messages must be [B, {self.model.config.message_len}] bytes, got shape {np.shape(messages)}"
+            )
+        if depth.shape[0] != msgs.shape[0]:
+            raise ValueError(f"depth_change has {depth.shape[0]} values for {msgs.shape[0]} messages")
+        if msgs.shape[0] == 0:
+            return np.zeros(0, dtype=np.float32)
+        with torch.no_grad():
+            m = torch.from_numpy(np.ascontiguousarray(msgs, dtype=np.uint8)).to(self.device)
+            d = torch.from_numpy(depth).to(self.device)
+            raw = self.model(m, d).float().cpu().numpy()
+        return ((raw - self.reward_mean) / self.reward_std).astype(np.float32)
+
+    def threshold(self, q: float) -> float:
+        """Normalized reward at quantile ``q`` (one of the CSV's columns, e.g. 0.85)."""
+        key = round(float(q), 2)
+        if key not in self.quantiles or abs(key - float(q)) > 1e-9:
+            raise ValueError(
+                f"quantile {q} is not in {self.quantile_csv or 'the quantile CSV'}; available quantiles: "
+                + ", ".join(f"{k:.2f}" for k in sorted(self.quantiles))
+            )
+        return float(self.quantiles[key])
+
+
+def load_skill_reward(reward_dir: str | Path, device: str = "cpu") -> LoadedSkillReward:
+    """Loads ``{train_dir}/{experiment}``: its latest checkpoint and the last quantile row.
+
+    Raises FileNotFoundError naming what is missing (the folder, a checkpoint, the CSV).
+    """
+    reward_dir = Path(reward_dir)
+    if not reward_dir.is_dir():
+        raise FileNotFoundError(
+            f"reward directory not found: {reward_dir} (expected {{train_dir}}/{{experiment}} written by "
+            "python -m scripts.train_reward)"
+        )
+    ckpt_dir = reward_dir / CHECKPOINT_DIRNAME
+    ckpt = latest_checkpoint(ckpt_dir)
+    if ckpt is None:
+        raise FileNotFoundError(f"no checkpoint_*.pth in {ckpt_dir}; train the reward model first")
+    csv_path = reward_dir / METRICS_DIRNAME / QUANTILES_CSV
+    if not csv_path.is_file():
+        raise FileNotFoundError(f"reward quantile file not found: {csv_path}")
+    dev = resolve_device(device)
+    state = load_checkpoint(ckpt, dev)
+    model = model_from_checkpoint(state, dev).eval()
+    mean = float(state["reward_mean"])
+    var = float(state["reward_var"])
+    std = math.sqrt(var) if var > 0 else 0.0
+    if std < 1e-8:
+        logger.warning("%s: reward variance is %.3g; scores are centred but not scaled", ckpt, var)
+        std = 1.0
+    quantiles = read_quantile_csv(csv_path)
+    logger.info("loaded %s reward model from %s", state.get("skill", "?"), ckpt)
+    return LoadedSkillReward(
+        model=model,
+        reward_mean=mean,
+        reward_std=std,
+        quantiles=quantiles,
+        skill=str(state.get("skill", "")),
+        checkpoint_path=ckpt,
+        quantile_csv=csv_path,
+        device=dev,
+    )

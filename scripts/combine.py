@@ -1,0 +1,47 @@
+"""Joins a generated policy over skills with the skill functions and initial values into
+rl_baseline/meta_policies/{task}/seed{N}/execution.py, checks, tests and loads it.
+
+Example: python -m scripts.combine --task gnomish --seed 42
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from code_generation.combine import CombineError, combine
+from rl_baseline.skills.meta_policy import MetaPolicyError
+from rl_baseline.task_names import ALL_TASKS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", required=True, choices=ALL_TASKS, help="task whose generated code is combined")
+    p.add_argument("--seed", type=int, default=42, help="run number of scripts.generate_code (_seed{N})")
+    p.add_argument("--gen_dir", default="code_generation",
+                   help="root of the generation outputs ({gen_dir}/{task}/_seed{N}/execution.py)")
+    p.add_argument("--out_root", default="rl_baseline/meta_policies",
+                   help="root of the meta-policy modules ({out_root}/{task}/seed{N}/execution.py)")
+    p.add_argument("--prompt_dir", default=None, help="folder of the prompt files and parts (default: the package's)")
+    p.add_argument("--force", action="store_true",
+                   help="replace a different existing module, and write even if the unit test fails")
+    p.add_argument("--skip_test", action="store_true", help="do not run the task's reference unit test")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        result = combine(args.task, args.seed, gen_dir=args.gen_dir, out_root=args.out_root, force=args.force,
+                         prompt_dir=args.prompt_dir, run_test=not args.skip_test)
+    except (CombineError, MetaPolicyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    state = "written" if result.written else "unchanged (identical module already there)"
+    print(f"{result.path}: {state}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Skill training (sample-factory APPO) and zero-shot evaluation.
+
+Training (the release's command; ``--env`` defaults to the skill environment)::
+
+    python -m scripts.main --algo APPO --num_workers 24 --num_envs_per_worker 20 \\
+        --batch_size 4096 --reward_scale 0.1 --obs_scale 255.0 \\
+        --train_for_env_steps 4_000_000_000 --save_every_steps 50_000_000 \\
+        --keep_checkpoints 5 --stats_avg 1000 --seed 2 --code_seed 42 \\
+        --reward_dir "['train_dir/skill_rewards/llama3_discoverer_default', ...]" \\
+        --extrinsic_reward 0.0 --llm_reward 0.1 --train_dir train_dir/skill_policy/ --experiment default
+
+Evaluation: the same command plus ``--evaluation True --eval_target goldenexit``.
+All of sample-factory's flags are accepted too (``--help`` lists them).
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Optional, Sequence
+
+logger = logging.getLogger("scripts.main")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
+    from rl_baseline.sf.cfg import ConfigError, parse_cfg
+
+    try:
+        cfg = parse_cfg(argv)
+        if cfg.evaluation:
+            from rl_baseline.sf.evaluate import evaluate
+
+            evaluate(cfg)
+            return 0
+        from rl_baseline.sf.train import train
+
+        return train(cfg)
+    except (ConfigError, FileNotFoundError) as exc:
+        logger.error("%s", exc)
+        return 2
+    except Exception as exc:  # sample-factory's config loader raises bare Exception
+        if "Could not load saved parameters" in str(exc):
+            logger.error("%s", exc)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

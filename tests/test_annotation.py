@@ -1,0 +1,548 @@
+"""Annotation: backends, chunking, resume after kill -9, concurrent chunks, merge, bad input."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlaif import heuristic
+from rlaif.annotate import (
+    TEST_DELAY_ENV,
+    AnnotationConfig,
+    AnnotationError,
+    annotate_chunk,
+    chunk_bounds,
+    chunk_path,
+    label_agreement,
+    run_annotation,
+)
+from rlaif.backends import BackendError, OpenAIBackend, SamplingConfig, make_backend
+from rlaif.captions import caption_sample
+from rlaif.dataset import ObservationDataset, encode_message, save_dataset
+from rlaif.preferences import FIRST, SECOND, TIE, UNKNOWN, load_preferences, save_preferences
+from rlaif.prompts import PromptBuilder, parse_answer
+from scripts import annotate_pairs
+from tests.annotation_fake_server import FakeChatServer
+
+REPO = Path(__file__).resolve().parents[1]
+
+_MESSAGES = [
+    "", "You climb down the stairs.", "f - a scroll labeled ZELGO MER.", "There is a black flash.",
+    "You kill the newt!", "Welcome to Asidonhopo's general store!", "There is a staircase up here.",
+    "Asidonhopo offers 12 gold pieces for your dagger.  Sell it?", "It's a wall.",
+]
+
+
+def make_dataset(num_pairs: int, seed: int = 0, markers: list[str] | None = None) -> ObservationDataset:
+    rng = np.random.default_rng(seed)
+    n = 2 * num_pairs
+    messages = np.zeros((n, 2, 256), np.uint8)
+    stats = np.zeros((n, 2, 6), np.int32)
+    for i in range(n):
+        for j in range(2):
+            messages[i, j] = encode_message(_MESSAGES[rng.integers(len(_MESSAGES))])
+        if markers is not None:  # the first sample of each pair carries its server scenario
+            messages[i, 1] = encode_message(f"SCENARIO-{markers[(i // 2) % len(markers)]} sample {i}")
+        depth = int(rng.integers(1, 6))
+        stats[i, 0] = [depth, rng.integers(0, 40), 10, 12, 1, 1]
+        stats[i, 1] = stats[i, 0]
+        stats[i, 1, 0] += rng.integers(-1, 2)
+        stats[i, 1, 1] += rng.integers(0, 3)
+    return ObservationDataset(messages, stats, {"source": "test"})
+
+
+def write_dataset(root: Path, skill: str, ds: ObservationDataset) -> Path:
+    path = root / "og_dataset" / f"{skill}.npz"
+    save_dataset(path, ds)
+    return path
+
+
+def config(root: Path, skill: str = "descender", **kw) -> AnnotationConfig:
+    base = dict(
+        goal_key=skill, directory=str(root / "og_dataset"), preference_dir=str(root / "preference"),
+        logdir=str(root / "logs"), backend="heuristic", batch_size=8, flushing_freq=1, progress=False,
+    )
+    base.update(kw)
+    return AnnotationConfig(**base)
+
+
+def cli(root: Path, *args: str, skill: str = "descender") -> list[str]:
+    return [
+        "--goal_key", skill, "--directory", str(root / "og_dataset"), "--preference_dir", str(root / "preference"),
+        "--logdir", str(root / "logs"), "--no_progress", *args,
+    ]
+
+
+# ------------------------------------------------------------------ heuristic and random backends
+
+
+def _judge(skill: str, first: tuple, second: tuple) -> int:
+    caps = [caption_sample(*_sample(*obs)) for obs in (first, second)]
+    return parse_answer(heuristic.judge(PromptBuilder(skill).user_prompt(*caps), skill))
+
+
+def _sample(after: str, depth_change: int = 0, gold_change: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    s0 = [3, 10, 10, 12, 1, 1]
+    s1 = [3 + depth_change, 10 + gold_change, 10, 12, 1, 1]
+    return np.stack([encode_message(""), encode_message(after)]), np.array([s0, s1], np.int32)
+
+
+def test_heuristic_rules_follow_the_skill_descriptions() -> None:
+    assert _judge("descender", ("", 0), ("You climb down the stairs.", 1)) == SECOND
+    assert _judge("descender", ("", -1), ("", 0)) == SECOND
+    assert _judge("ascender", ("You climb up the stairs.", -1), ("", 1)) == FIRST
+    assert _judge("discoverer", ("", 0, 7), ("", 1, 7)) == FIRST
+    assert _judge("discoverer", ("It's a wall.", 0), ("You kill the newt!", 0)) == SECOND
+    assert _judge("worshipper", ("There is a black flash as the ring hits the altar.", 0), ("", 0)) == FIRST
+    assert _judge("merchant", ("", 0), ("Asidonhopo offers 12 gold pieces for your dagger.", 0)) == SECOND
+    assert _judge("merchant", ("You stole 12 zorkmids worth of merchandise.", 0), ("", 0)) == SECOND
+    assert _judge("merchant", ("", 0), ("", 0)) == TIE
+
+
+def test_heuristic_backend_answers_in_the_llm_format_and_handles_retries() -> None:
+    backend = make_backend("heuristic", skill="descender")
+    conv = PromptBuilder("descender").conversation(caption_sample(*_sample("", 1)), caption_sample(*_sample("", 0)))
+    (reply,) = backend.generate([conv])
+    assert "stand-in" in reply and parse_answer(reply) == FIRST
+    (retry,) = backend.generate([conv + [{"role": "assistant", "content": "?"}, {"role": "user", "content": "again"}]])
+    assert retry == "Answer: 1"
+    (bad,) = backend.generate([[conv[0], {"role": "user", "content": "no captions here"}]])
+    assert parse_answer(bad) == UNKNOWN
+    with pytest.raises(BackendError):
+        make_backend("heuristic")
+
+
+def test_random_backend_is_seeded() -> None:
+    convs = [[{"role": "user", "content": "x"}]] * 200
+    a = make_backend("random", seed=3).generate(convs)
+    b = make_backend("random", seed=3).generate(convs)
+    c = make_backend("random", seed=4).generate(convs)
+    assert a == b and a != c
+    codes = {parse_answer(r) for r in a}
+    assert codes == {FIRST, SECOND, TIE}
+
+
+def test_unknown_backend_and_missing_vllm() -> None:
+    with pytest.raises(BackendError, match="valid backends"):
+        make_backend("gpt-9")
+    try:
+        import vllm  # noqa: F401
+        have_vllm = True
+    except ImportError:
+        have_vllm = False
+    if not have_vllm:
+        with pytest.raises(BackendError) as info:
+            make_backend("vllm", model="some/model", num_gpus=1)
+        text = str(info.value)
+        assert "requirements-vllm.txt" in text and "--backend openai" in text and "--backend heuristic" in text
+
+
+def test_default_cli_backend_stops_with_the_fix_when_vllm_is_missing(tmp_path, capsys) -> None:
+    try:
+        import vllm  # noqa: F401
+        pytest.skip("vllm is installed here; this checks the message shown where it is not")
+    except ImportError:
+        pass
+    write_dataset(tmp_path, "descender", make_dataset(4))
+    assert annotate_pairs.main(cli(tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert "requirements-vllm.txt" in err and "--backend heuristic" in err
+    assert not (tmp_path / "preference").exists()  # stopped before writing anything
+
+
+# ------------------------------------------------------------------ chunking, resume, merge (in process)
+
+
+def test_chunk_bounds_cover_all_pairs_once() -> None:
+    for p, n in [(10, 3), (7, 7), (5, 1), (100, 8)]:
+        bounds = [chunk_bounds(p, n, i) for i in range(n)]
+        assert bounds[0][0] == 0 and bounds[-1][1] == p
+        assert all(bounds[i][1] == bounds[i + 1][0] for i in range(n - 1))
+    with pytest.raises(AnnotationError, match="chunk_number"):
+        chunk_bounds(10, 2, 2)
+
+
+def test_heuristic_run_writes_final_file_and_log(tmp_path) -> None:
+    write_dataset(tmp_path, "descender", make_dataset(20))
+    labels = run_annotation(config(tmp_path))
+    assert labels is not None and labels.shape == (20,) and labels.dtype == np.int32
+    assert set(labels.tolist()) <= {FIRST, SECOND, TIE}
+    final = load_preferences(tmp_path / "preference" / "llama3_descender_default.npy", 20)
+    np.testing.assert_array_equal(final, labels)
+    log = (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()
+    header, records = json.loads(log[0]), [json.loads(x) for x in log[1:]]
+    assert "system" in header and len(records) == 20
+    assert [r["pair"] for r in records] == list(range(20))
+    assert all(r["label"] == labels[r["pair"]] and "Moment 1" in r["prompt"] for r in records)
+
+
+def test_chunks_and_merge_equal_a_single_run(tmp_path) -> None:
+    write_dataset(tmp_path, "ascender", make_dataset(23))
+    reference = run_annotation(config(tmp_path, "ascender", custom_annotator_string="ref"))
+    results = [run_annotation(config(tmp_path, "ascender", n_chunks=3, chunk_number=i)) for i in (2, 0, 1)]
+    assert results[0] is None and results[1] is None
+    np.testing.assert_array_equal(results[2], reference)
+    part = load_preferences(chunk_path(tmp_path / "preference", "llama3_ascender_default", 1, 3))
+    assert len(part) == chunk_bounds(23, 3, 1)[1] - chunk_bounds(23, 3, 1)[0]
+    merged = run_annotation(config(tmp_path, "ascender", n_chunks=3, merge=True))
+    np.testing.assert_array_equal(merged, reference)
+
+
+def test_resume_skips_labelled_pairs_and_retries_unknown(tmp_path) -> None:
+    write_dataset(tmp_path, "worshipper", make_dataset(16))
+    cfg = config(tmp_path, "worshipper")
+    heur = run_annotation(cfg)
+    cpath = chunk_path(tmp_path / "preference", cfg.annotator, 0, 1)
+    mixed = heur.copy()
+    mixed[::2] = UNKNOWN
+    mixed[1::4] = (heur[1::4] + 1) % 3  # labels a rerun must keep although the rules disagree
+    save_preferences(cpath, mixed)
+    summary = annotate_chunk(cfg)
+    assert summary.annotated == 8
+    expected = heur.copy()
+    expected[1::4] = mixed[1::4]
+    np.testing.assert_array_equal(summary.merged, expected)
+
+
+def test_ignore_existing_starts_over(tmp_path) -> None:
+    write_dataset(tmp_path, "merchant", make_dataset(6))
+    cfg = config(tmp_path, "merchant")
+    final = tmp_path / "preference" / f"{cfg.annotator}.npy"
+    save_preferences(final, np.full(9, TIE, np.int32))  # an older annotation of another dataset size
+    with pytest.raises(AnnotationError, match="ignore_existing"):
+        run_annotation(cfg)
+    assert load_preferences(final).tolist() == [TIE] * 9
+    cfg.ignore_existing = True
+    assert run_annotation(cfg).shape == (6,)
+
+
+def test_final_file_of_another_dataset_of_the_same_size_is_refused(tmp_path) -> None:
+    write_dataset(tmp_path, "merchant", make_dataset(6, seed=1))
+    cfg = config(tmp_path, "merchant")
+    first = run_annotation(cfg)
+    write_dataset(tmp_path, "merchant", make_dataset(6, seed=2))
+    with pytest.raises(AnnotationError, match="different dataset"):
+        run_annotation(cfg)
+    np.testing.assert_array_equal(load_preferences(tmp_path / "preference" / f"{cfg.annotator}.npy"), first)
+
+
+# ------------------------------------------------------------------ transformers backend (tiny local model)
+
+
+def _tiny_model(path: Path, answer_token_first: bool) -> None:
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = sorted({w for text in (PromptBuilder("descender").user_prompt("a", "b"),) for w in text.split()})
+    special = ["<unk>", "<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>"]
+    if answer_token_first:  # token 0 decodes to a whole answer line
+        special.insert(0, "Answer: 1")
+    else:  # random output cannot spell an answer
+        words = [w for w in words if not w.lower().startswith("answer")]
+    vocab = {tok: i for i, tok in enumerate(special + words[:200])}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    )
+    fast.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} </s> {% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|> {% endif %}"
+    )
+    fast.save_pretrained(path)
+    cfg = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=512, pad_token_id=vocab["<pad>"], bos_token_id=vocab["<s>"],
+        eos_token_id=vocab["</s>"],
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg)
+    if answer_token_first:  # every logit equal: greedy decoding always picks token 0, "Answer: 1"
+        with torch.no_grad():
+            model.lm_head.weight.zero_()
+    model.save_pretrained(path)
+
+
+@pytest.mark.parametrize("answer_token_first", [True, False])
+def test_transformers_backend_with_a_tiny_local_model(tmp_path, answer_token_first) -> None:
+    model_dir = tmp_path / "tiny"
+    _tiny_model(model_dir, answer_token_first)
+    write_dataset(tmp_path, "descender", make_dataset(3))
+    cfg = config(
+        tmp_path, backend="transformers", model=str(model_dir), temperature=0.0, max_tokens=4, batch_size=2,
+    )
+    summary = annotate_chunk(cfg)
+    records = [json.loads(x) for x in (tmp_path / "logs" / f"{cfg.annotator}.chunk0.jsonl").read_text().splitlines()[1:]]
+    if answer_token_first:
+        assert summary.merged.tolist() == [FIRST] * 3 and summary.retried == 0
+        assert records[0]["replies"][0].startswith("Answer: 1")
+    else:  # random weights: no answer, one retry each, then unknown
+        assert summary.merged.tolist() == [UNKNOWN] * 3
+        assert summary.retried == 3 and summary.unparseable == 3
+        assert all(len(r["replies"]) == 2 for r in records)
+
+
+# ------------------------------------------------------------------ openai and hf backends (local fake server)
+
+_SCENARIOS = ["good1", "good2", "tie", "retry", "garbage", "flaky", "slow"]
+_EXPECTED = {"good1": FIRST, "good2": SECOND, "tie": TIE, "retry": SECOND, "garbage": UNKNOWN, "flaky": FIRST, "slow": SECOND}
+
+
+@pytest.mark.parametrize("backend", ["openai", "hf"])
+def test_remote_backends_against_a_scripted_server(tmp_path, backend) -> None:
+    write_dataset(tmp_path, "merchant", make_dataset(len(_SCENARIOS), markers=_SCENARIOS))
+    with FakeChatServer(slow_seconds=1.5) as server:
+        cfg = config(
+            tmp_path, "merchant", backend=backend, base_url=server.url, model="fake-model", timeout=0.5,
+            max_retries=3, backend_kwargs={"backoff": 0.01}, batch_size=4, concurrency=4, seed=7,
+        )
+        summary = annotate_chunk(cfg)
+    assert summary.merged.tolist() == [_EXPECTED[s] for s in _SCENARIOS]
+    assert summary.retried == 2 and summary.unparseable == 1  # "retry" and "garbage"
+    body = server.requests[0]
+    assert body["model"] == "fake-model" and body["temperature"] == 0.1 and body["top_p"] == 0.95
+    assert body["messages"][0]["role"] == "system" and body["seed"] == 7
+    if backend == "openai":
+        assert body["top_k"] == 50
+
+
+def test_openai_backend_gives_up_after_retries(tmp_path) -> None:
+    with FakeChatServer() as server:
+        backend = OpenAIBackend(base_url=server.url, model="m", max_retries=2, backoff=0.01,
+                                sampling=SamplingConfig(top_k=0))
+        server.reply = lambda body: (500, "always broken")  # type: ignore[method-assign]
+        with pytest.raises(BackendError, match="3 attempt"):
+            backend.generate([[{"role": "user", "content": "hi"}]])
+        backend.close()
+
+
+def test_unreachable_server_fails_clearly_and_keeps_existing_files(tmp_path, capsys) -> None:
+    import socket
+
+    write_dataset(tmp_path, "descender", make_dataset(5))
+    final = tmp_path / "preference" / "llama3_descender_default.npy"
+    save_preferences(final, np.array([0, 1, 2, 3, 3], np.int32))
+    before = final.read_bytes()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    rc = annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", f"http://127.0.0.1:{port}/v1"))
+    assert rc == 1
+    assert "cannot reach the server" in capsys.readouterr().err
+    assert final.read_bytes() == before
+    assert sorted(p.name for p in final.parent.iterdir()) == [final.name]  # no chunk files either
+
+
+# ------------------------------------------------------------------ CLI: flags and bad input
+
+
+def test_both_flag_spellings_are_accepted() -> None:
+    parser = annotate_pairs.build_parser()
+    a = parser.parse_args(["--goal-key", "merchant", "--n-annotation-chunks", "4", "--chunk-number", "3",
+                           "--ignore-existing", "--custom-annotator-string", "x"])
+    b = parser.parse_args(["--goal_key", "merchant", "--n_chunks", "4", "--chunk_number", "3",
+                           "--ignore_existing", "True", "--custom_annotator_string", "x"])
+    assert vars(a) == vars(b)
+    assert a.n_chunks == 4 and a.chunk_number == 3 and a.ignore_existing is True
+    defaults = parser.parse_args(["--goal_key", "merchant"])
+    assert (defaults.backend, defaults.model, defaults.temperature, defaults.top_p, defaults.top_k) == (
+        "vllm", "meta-llama/Llama-3.1-70B-Instruct", 0.1, 0.95, 50)
+    assert (defaults.directory, defaults.preference_dir, defaults.logdir) == ("og_dataset", "preference", "annotation_logs")
+    assert "stand-in" in parser.format_help()
+
+
+def test_cli_prints_summary_and_logs_stand_in_notice(tmp_path, capsys, caplog) -> None:
+    write_dataset(tmp_path, "discoverer", make_dataset(10))
+    with caplog.at_level("INFO"):
+        rc = annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", skill="discoverer"))
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "pairs/s" in out and "unparseable" in out and "first" in out
+    assert "heuristic annotator: a rule-based stand-in for the LLM" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "setup, args, message",
+    [
+        ("missing", [], "no dataset"),
+        ("odd", [], "odd"),
+        ("ok", ["--n_chunks", "2", "--chunk_number", "2"], "out of range"),
+        ("ok", ["--n_chunks", "2", "--merge"], "missing or unfinished"),
+        ("resized", [], "--ignore_existing"),
+        ("badchunk", [], "--ignore_existing"),
+        ("ok", ["--prompt", "nope.txt"], "--prompt"),
+    ],
+)
+def test_bad_input_exits_nonzero_without_touching_files(tmp_path, capsys, setup, args, message) -> None:
+    pref = tmp_path / "preference"
+    final = pref / "llama3_descender_default.npy"
+    if setup != "missing":
+        ds = make_dataset(4)
+        if setup == "odd":
+            ds = ObservationDataset(ds.messages[:7], ds.stats[:7])
+        write_dataset(tmp_path, "descender", ds)
+    save_preferences(final, np.array([1, 0, 2] if setup == "resized" else [1, 0, 2, 3], np.int32))
+    if setup == "badchunk":  # a chunk file without its metadata: unknown origin
+        save_preferences(chunk_path(pref, "llama3_descender_default", 0, 1), np.zeros(4, np.int32))
+    snapshot = {p.name: p.read_bytes() for p in pref.iterdir()}
+    rc = annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", *args))
+    assert rc == 1
+    assert message in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in pref.iterdir()} == snapshot
+
+
+def test_unknown_backend_flag(tmp_path, capsys) -> None:
+    write_dataset(tmp_path, "descender", make_dataset(2))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "gpt-9")) == 2
+    assert "valid backends" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ subprocesses: kill -9 and concurrent chunks
+
+
+def _spawn(root: Path, *args: str, delay: float = 0.0, skill: str = "descender") -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    if delay:
+        env[TEST_DELAY_ENV] = str(delay)
+    return subprocess.Popen(
+        [sys.executable, "-m", "scripts.annotate_pairs", *cli(root, "--backend", "heuristic", *args, skill=skill)],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_no_nle_or_sample_factory_or_torch_at_import(tmp_path) -> None:
+    code = ("import sys, rlaif.annotate, rlaif.backends, rlaif.heuristic, scripts.annotate_pairs; "
+            "bad = [m for m in ('nle', 'sample_factory', 'torch', 'transformers', 'vllm', 'requests') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_kill_minus_9_then_resume_equals_an_uninterrupted_run(tmp_path) -> None:
+    num_pairs = 60
+    write_dataset(tmp_path, "descender", make_dataset(num_pairs, seed=5))
+    reference = run_annotation(config(tmp_path, custom_annotator_string="reference"))
+    cpath = chunk_path(tmp_path / "preference", "llama3_descender_default", 0, 1)
+    proc = _spawn(tmp_path, "--batch_size", "4", "--flushing_freq", "1", delay=0.15)
+    proc.stdout.close()  # type: ignore[union-attr]
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if cpath.exists():
+                done = int((np.load(cpath) != UNKNOWN).sum())
+                if 8 <= done < num_pairs:
+                    break
+            assert proc.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.02)
+        else:
+            pytest.fail("no flush seen")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()  # type: ignore[union-attr]
+    partial = np.load(cpath)
+    assert 0 < int((partial != UNKNOWN).sum()) < num_pairs
+    assert not (tmp_path / "preference" / "llama3_descender_default.npy").exists()
+    resumed = _spawn(tmp_path)
+    out, err = resumed.communicate(timeout=60)
+    assert resumed.returncode == 0, err
+    done_before = int((partial != UNKNOWN).sum())
+    assert f"{num_pairs - done_before} pairs annotated in this run" in out  # only the missing ones
+    final = load_preferences(tmp_path / "preference" / "llama3_descender_default.npy", num_pairs)
+    np.testing.assert_array_equal(final, reference)
+    log = (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()
+    parsed = []
+    for line in log[1:]:
+        try:
+            parsed.append(json.loads(line))
+        except ValueError:
+            pass  # at most the line being written when the process was killed
+    assert len(log) - 1 - len(parsed) <= 1
+    assert {r["pair"] for r in parsed} == set(range(num_pairs))
+
+
+def test_two_chunks_running_at_once_lose_nothing(tmp_path) -> None:
+    num_pairs = 41
+    write_dataset(tmp_path, "merchant", make_dataset(num_pairs, seed=9))
+    reference = run_annotation(config(tmp_path, "merchant", custom_annotator_string="reference"))
+    procs = [_spawn(tmp_path, "--n_chunks", "2", "--chunk_number", str(i), "--batch_size", "5",
+                    delay=0.02, skill="merchant") for i in (0, 1)]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    final = load_preferences(tmp_path / "preference" / "llama3_merchant_default.npy", num_pairs)
+    np.testing.assert_array_equal(final, reference)
+    assert (final != UNKNOWN).all()
+
+
+# ------------------------------------------------------------------ vllm backend code path (stand-in module)
+
+
+def test_vllm_backend_uses_tensor_parallel_sampling_params_and_chat_template(tmp_path, monkeypatch) -> None:
+    """vLLM is not installed here: a stand-in module records how the backend drives it."""
+    import types
+
+    import torch
+
+    calls: dict = {}
+
+    class FakeTokenizer:
+        def apply_chat_template(self, conv, tokenize, add_generation_prompt):
+            assert tokenize is False and add_generation_prompt is True
+            return "|".join(f"{m['role']}:{m['content']}" for m in conv) + "|assistant:"
+
+    class FakeLLM:
+        def __init__(self, model, tensor_parallel_size, seed, **kw):
+            calls["llm"] = dict(model=model, tensor_parallel_size=tensor_parallel_size, seed=seed, **kw)
+
+        def get_tokenizer(self):
+            return FakeTokenizer()
+
+        def generate(self, prompts, params, use_tqdm=True):
+            calls["prompts"], calls["params"] = prompts, params
+            out = types.SimpleNamespace
+            return [out(outputs=[out(text="Answer: 2" if "retry" not in p else "Answer: 1")]) for p in prompts]
+
+    class FakeSamplingParams:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    with pytest.raises(BackendError, match="only 4 GPU"):
+        make_backend("vllm", model="m", num_gpus=8)
+    write_dataset(tmp_path, "ascender", make_dataset(5))
+    summary = annotate_chunk(config(tmp_path, "ascender", backend="vllm", model="org/model", num_gpus=4, seed=3))
+    assert summary.merged.tolist() == [SECOND] * 5
+    assert calls["llm"] == {"model": "org/model", "tensor_parallel_size": 4, "seed": 3}
+    assert calls["params"].kw == {"temperature": 0.1, "top_p": 0.95, "top_k": 50, "max_tokens": 512, "seed": 3}
+    assert calls["prompts"][0].startswith("system:") and calls["prompts"][0].endswith("|assistant:")
+
+
+def test_chat_completions_url() -> None:
+    from rlaif.backends import chat_completions_url
+
+    assert chat_completions_url("http://h:8000") == "http://h:8000/v1/chat/completions"
+    assert chat_completions_url("http://h:8000/v1/") == "http://h:8000/v1/chat/completions"
+    assert chat_completions_url("http://h/v1/chat/completions") == "http://h/v1/chat/completions"
+
+
+def test_label_agreement() -> None:
+    a = np.array([0, 1, 2, 3, 0, 1], np.int32)
+    b = np.array([0, 0, 2, 0, 3, 1], np.int32)
+    got = label_agreement(a, b)
+    assert got["compared"] == 4 and got["agreement"] == 0.75
+    assert got["decisive"] == 3 and got["decisive_agreement"] == pytest.approx(2 / 3)
+    with pytest.raises(ValueError):
+        label_agreement(a, b[:3])

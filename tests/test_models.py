@@ -1,0 +1,280 @@
+"""Policy observation, glyph rendering and the CDGPT5 encoder."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rl_baseline.models import render
+from rl_baseline.models.cdgpt5 import SF_DEFAULTS, BlstatsNormalizer, CDGPT5Encoder, register_cdgpt5
+from rl_baseline.models.obs import (
+    BLSTATS_SIZE,
+    CROP_SIZE,
+    MODEL_OBS_KEYS,
+    model_observation,
+    model_observation_space,
+)
+from rlaif.skills import NUM_SKILLS
+
+SPACE = ord(" ")
+
+
+def _make_env():
+    try:
+        from rl_baseline.envs import make_monk_env
+    except ImportError:  # the task env is not available: NLE's score task with the same character
+        from nle.env.tasks import NetHackScore
+
+        return NetHackScore(character="mon-hum-neu-mal")
+    return make_monk_env(max_episode_steps=100)
+
+
+@pytest.fixture(scope="module")
+def nle_obs() -> dict:
+    env = _make_env()
+    try:
+        obs, _ = env.reset(seed=7)
+        # a few steps so the map and the message are not just the first screen
+        for action in (1, 2, 3):
+            obs, *_ = env.step(action % env.action_space.n)
+        return {k: np.array(v, copy=True) for k, v in obs.items()}
+    finally:
+        env.close()
+
+
+def _reference_crop(grid: np.ndarray, x: int, y: int, fill: int) -> np.ndarray:
+    half = CROP_SIZE // 2
+    pad = 128  # more than any position the tests use
+    padded = np.pad(grid, pad, mode="constant", constant_values=fill)
+    top, left = y - half + pad, x - half + pad
+    return padded[top : top + CROP_SIZE, left : left + CROP_SIZE]
+
+
+@pytest.fixture()
+def sf_model_factory():
+    """Restores sample-factory's global encoder factory after the test."""
+    from sample_factory.algo.utils.context import global_model_factory
+
+    factory = global_model_factory()
+    saved = factory.make_model_encoder_func
+    yield factory
+    factory.make_model_encoder_func = saved
+
+
+def _batch(observations: list[dict]) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(np.stack([o[k] for o in observations])) for k in MODEL_OBS_KEYS}
+
+
+def _encoder(num_skills: int = NUM_SKILLS) -> CDGPT5Encoder:
+    torch.manual_seed(0)
+    cfg = SimpleNamespace(**SF_DEFAULTS)
+    return CDGPT5Encoder(cfg, model_observation_space(num_skills)).eval()
+
+
+# ---------------------------------------------------------------- observation
+
+
+def test_crop_is_centred_on_the_hero(nle_obs):
+    x, y = int(nle_obs["blstats"][0]), int(nle_obs["blstats"][1])
+    obs = model_observation(nle_obs, 1, NUM_SKILLS)
+    assert obs["crop_chars"][CROP_SIZE // 2, CROP_SIZE // 2] == ord("@")
+    assert obs["crop_chars"][CROP_SIZE // 2, CROP_SIZE // 2] == nle_obs["chars"][y, x]
+    np.testing.assert_array_equal(obs["crop_chars"], _reference_crop(nle_obs["chars"], x, y, SPACE))
+    np.testing.assert_array_equal(obs["crop_colors"], _reference_crop(nle_obs["colors"], x, y, 0))
+    assert model_observation_space(NUM_SKILLS).contains(obs)
+
+
+@pytest.mark.parametrize("x,y", [(0, 0), (78, 20), (0, 20), (78, 0), (3, 10), (40, 1), (90, 30)])
+def test_crop_pads_outside_the_map(nle_obs, x, y):
+    rng = np.random.default_rng(x * 100 + y)
+    chars = rng.integers(33, 127, size=nle_obs["chars"].shape).astype(np.uint8)
+    colors = rng.integers(1, 16, size=nle_obs["colors"].shape).astype(np.uint8)
+    blstats = nle_obs["blstats"].copy()
+    blstats[0], blstats[1] = x, y
+    fake = dict(nle_obs, chars=chars, colors=colors, blstats=blstats)
+    obs = model_observation(fake, 0, NUM_SKILLS)
+    want_chars = _reference_crop(chars, x, y, SPACE)
+    np.testing.assert_array_equal(obs["crop_chars"], want_chars)
+    np.testing.assert_array_equal(obs["crop_colors"], _reference_crop(colors, x, y, 0))
+    # the random map has no spaces, so every space is padding; count them
+    rows = np.arange(y - CROP_SIZE // 2, y + CROP_SIZE // 2)
+    cols = np.arange(x - CROP_SIZE // 2, x + CROP_SIZE // 2)
+    inside = np.outer((rows >= 0) & (rows < chars.shape[0]), (cols >= 0) & (cols < chars.shape[1]))
+    assert np.array_equal(obs["crop_chars"] == SPACE, ~inside)
+    assert np.all(obs["crop_colors"][~inside] == 0)
+    assert np.all(obs["crop_colors"][inside] > 0)
+
+
+def test_observation_fields_and_buffer_reuse(nle_obs):
+    first = model_observation(nle_obs, 3, NUM_SKILLS)
+    np.testing.assert_array_equal(first["skill_onehot"], np.eye(NUM_SKILLS, dtype=np.float32)[3])
+    assert first["skill_id"][0] == 3
+    np.testing.assert_array_equal(first["message"], nle_obs["message"])
+    np.testing.assert_array_equal(first["blstats"], nle_obs["blstats"].astype(np.float32))
+    assert first["blstats"].dtype == np.float32 and first["blstats"].shape == (BLSTATS_SIZE,)
+
+    arrays = {k: first[k] for k in MODEL_OBS_KEYS}
+    second = model_observation(nle_obs, 1, NUM_SKILLS, out=first)
+    assert all(second[k] is arrays[k] for k in MODEL_OBS_KEYS)  # written in place
+    np.testing.assert_array_equal(second["skill_onehot"], np.eye(NUM_SKILLS, dtype=np.float32)[1])
+
+    # the result never aliases NLE's buffers
+    changed = {k: np.array(v, copy=True) for k, v in nle_obs.items()}
+    obs = model_observation(changed, 0, NUM_SKILLS)
+    before = {k: v.copy() for k, v in obs.items()}
+    changed["message"][:] = 0
+    changed["chars"][:] = 0
+    changed["blstats"][:] = 0
+    for k in MODEL_OBS_KEYS:
+        np.testing.assert_array_equal(obs[k], before[k])
+
+
+def test_bad_skill_id_is_refused(nle_obs):
+    with pytest.raises(ValueError, match="skill_id"):
+        model_observation(nle_obs, NUM_SKILLS, NUM_SKILLS)
+    with pytest.raises(ValueError, match="num_skills"):
+        model_observation_space(0)
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def test_atlas_shape_and_determinism():
+    atlas = render.glyph_atlas()
+    assert atlas.shape == (256, 16, render.CELL, render.CELL, 3) and atlas.dtype == np.uint8
+    render.glyph_atlas.cache_clear()
+    again = render.glyph_atlas()
+    assert again is not atlas
+    np.testing.assert_array_equal(again, atlas)
+    assert render.glyph_atlas() is again  # cached
+
+
+def test_atlas_distinguishes_characters_and_colours():
+    atlas = render.glyph_atlas()
+    assert not atlas[SPACE].any()  # space is blank in every colour
+    printable = atlas[33:127, 15].reshape(94, -1)
+    assert len({row.tobytes() for row in printable}) == 94
+    for ch in "@.#<>+|-dF":
+        tiles = atlas[ord(ch)].reshape(16, -1)
+        assert tiles.any(axis=1).all(), ch
+        assert len({t.tobytes() for t in tiles}) == 16, ch
+
+
+def test_render_crop_and_tty_frame(nle_obs):
+    obs = model_observation(nle_obs, 0, NUM_SKILLS)
+    img = render.render_crop(obs["crop_chars"], obs["crop_colors"])
+    assert img.shape == (72, 72, 3) and img.dtype == np.uint8
+    c = render.CELL
+    hero = img[6 * c : 7 * c, 6 * c : 7 * c]
+    np.testing.assert_array_equal(hero, render.glyph_atlas()[ord("@"), obs["crop_colors"][6, 6]])
+    np.testing.assert_array_equal(img, render.render_crop(obs["crop_chars"], obs["crop_colors"]))
+
+    frame = render.render_tty_frame(nle_obs["tty_chars"], nle_obs["tty_colors"])
+    assert frame.shape == (24 * c, 80 * c, 3) and frame.dtype == np.uint8
+    assert frame.any()
+    with pytest.raises(ValueError):
+        render.render_grid(np.zeros((3, 4), np.uint8), np.zeros((4, 3), np.uint8))
+
+
+def test_torch_render_matches_numpy(nle_obs):
+    rng = np.random.default_rng(0)
+    chars = rng.integers(0, 256, size=(5, CROP_SIZE, CROP_SIZE)).astype(np.uint8)
+    colors = rng.integers(0, 16, size=(5, CROP_SIZE, CROP_SIZE)).astype(np.uint8)
+    real = model_observation(nle_obs, 0, NUM_SKILLS)
+    chars[0], colors[0] = real["crop_chars"], real["crop_colors"]
+    enc = _encoder()
+    for dtype in (torch.uint8, torch.float32):  # sample-factory may hand floats over
+        got = enc.render(torch.from_numpy(chars).to(dtype), torch.from_numpy(colors).to(dtype))
+        assert got.shape == (5, 3, 72, 72) and got.dtype == torch.uint8
+        for i in range(5):
+            want = render.render_crop(chars[i], colors[i])
+            np.testing.assert_array_equal(got[i].permute(1, 2, 0).numpy(), want)
+
+
+# ---------------------------------------------------------------- encoder
+
+
+def test_encoder_features_finite_and_sized(nle_obs):
+    enc = _encoder()
+    batch = _batch([model_observation(nle_obs, i % NUM_SKILLS, NUM_SKILLS) for i in range(6)])
+    with torch.no_grad():
+        out = enc(batch)
+    assert out.shape == (6, enc.get_out_size())
+    assert torch.isfinite(out).all()
+
+    # extreme stats (huge gold/time/score, negative AC, all conditions) stay finite
+    extreme = {k: v.clone() for k, v in batch.items()}
+    extreme["blstats"][:] = 2.0**31 - 1
+    extreme["blstats"][:, 16] = -40
+    with torch.no_grad():
+        assert torch.isfinite(enc(extreme)).all()
+    feats = BlstatsNormalizer()(extreme["blstats"])
+    assert feats.shape == (6, BlstatsNormalizer().out_size) and torch.isfinite(feats).all()
+
+
+def test_each_input_reaches_the_features(nle_obs):
+    enc = _encoder()
+    base = model_observation(nle_obs, 0, NUM_SKILLS)
+    with torch.no_grad():
+        ref = enc(_batch([base]))
+        for skill in range(1, NUM_SKILLS):
+            other = enc(_batch([model_observation(nle_obs, skill, NUM_SKILLS)]))
+            assert not torch.allclose(ref, other), f"skill {skill} gives the same features as skill 0"
+        variants = []
+        msg = {k: v.copy() for k, v in base.items()}
+        msg["message"][:12] = np.frombuffer(b"You die... !", dtype=np.uint8)
+        variants.append(msg)
+        crop = {k: v.copy() for k, v in base.items()}
+        crop["crop_chars"][2:5, 2:5] = ord("D")
+        crop["crop_colors"][2:5, 2:5] = 1
+        variants.append(crop)
+        stats = {k: v.copy() for k, v in base.items()}
+        stats["blstats"][10] = 1  # hit points
+        variants.append(stats)
+        for v in variants:
+            assert not torch.allclose(ref, enc(_batch([v])))
+
+
+def test_encoder_refuses_preprocessing_that_breaks_inputs():
+    space = model_observation_space(NUM_SKILLS)
+    with pytest.raises(ValueError, match="normalize_input"):
+        CDGPT5Encoder(SimpleNamespace(**dict(SF_DEFAULTS, normalize_input=True, normalize_input_keys=None)), space)
+    with pytest.raises(ValueError, match="obs_scale"):
+        CDGPT5Encoder(SimpleNamespace(**dict(SF_DEFAULTS, obs_scale=255.0)), space)
+    # normalising only blstats is allowed
+    CDGPT5Encoder(SimpleNamespace(**dict(SF_DEFAULTS, normalize_input=True, normalize_input_keys=["blstats"])), space)
+    with pytest.raises(ValueError, match="crop_chars"):
+        CDGPT5Encoder(SimpleNamespace(**SF_DEFAULTS), gym.spaces.Dict({"skill_onehot": space["skill_onehot"]}))
+
+
+def test_sample_factory_actor_critic(nle_obs, sf_model_factory):
+    from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
+    from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
+    from sample_factory.model.actor_critic import create_actor_critic
+    from sample_factory.model.model_utils import get_rnn_size
+
+    argv = ["--env", "NetHackScoreMonk-v1", "--experiment", "models_test", "--rnn_size", "64"]
+    parser, _ = parse_sf_args(argv)
+    parser.set_defaults(**SF_DEFAULTS)
+    cfg = parse_full_cfg(parser, argv)
+    register_cdgpt5()
+    register_cdgpt5()  # idempotent
+    assert sf_model_factory.make_model_encoder_func.__name__ == "make_cdgpt5_encoder"
+
+    num_actions = 23
+    model = create_actor_critic(cfg, model_observation_space(NUM_SKILLS), gym.spaces.Discrete(num_actions))
+    assert isinstance(model.encoder, CDGPT5Encoder)
+    batch = _batch([model_observation(nle_obs, i % NUM_SKILLS, NUM_SKILLS) for i in range(3)])
+    normalized = prepare_and_normalize_obs(model, batch)
+    assert normalized["crop_chars"].dtype == torch.uint8
+    rnn_states = torch.zeros(3, get_rnn_size(cfg))
+    with torch.no_grad():
+        result = model(normalized, rnn_states)
+    assert result["action_logits"].shape == (3, num_actions)
+    assert result["values"].shape == (3,)
+    assert result["new_rnn_states"].shape == rnn_states.shape
+    assert torch.isfinite(result["action_logits"]).all()
+    assert not torch.equal(result["new_rnn_states"], rnn_states)

@@ -1,0 +1,458 @@
+"""Skill runtime, configuration, and a small end-to-end APPO run with evaluation and resume."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rl_baseline.intrinsic_reward import IntrinsicReward, ScoreCache
+from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime, crop3x3
+from rlaif.skills import SKILLS
+
+
+# ----------------------------------------------------------------------------- stand-ins
+def _msg(text: str) -> np.ndarray:
+    out = np.zeros(256, dtype=np.uint8)
+    out[: len(text)] = np.frombuffer(text.encode(), dtype=np.uint8)
+    return out
+
+
+class ScriptedNLE(gym.Env):
+    """NLE-shaped observations following a script of (message, depth, new item) per step."""
+
+    SCRIPT = [
+        ("You kill the newt!", 1, False),
+        ("", 1, False),
+        ("You kill the newt!", 1, False),
+        ("You find a hidden door.", 1, True),
+        ("", 2, False),  # descended while descender is active
+        ("You sold a dagger for 2 gold pieces.", 2, False),
+        ("", 2, False),
+    ]
+
+    def __init__(self) -> None:
+        self.action_space = gym.spaces.Discrete(4)
+        self.observation_space = gym.spaces.Dict({})
+        self.t = 0
+
+    def _obs(self, depth: int, new_item: bool) -> dict:
+        chars = np.full((21, 79), ord(" "), dtype=np.uint8)
+        chars[5:8, 9:12] = ord(".")
+        chars[5, 10] = ord("_")  # an altar north of the hero
+        chars[6, 10] = ord("@")
+        chars[:, : 2 + self.t] = ord("#")  # more of the map becomes visible every step
+        colors = np.zeros((21, 79), dtype=np.uint8)
+        blstats = np.zeros(27, dtype=np.int64)
+        blstats[0], blstats[1], blstats[12] = 10, 6, depth
+        inv_letters = np.zeros(55, dtype=np.uint8)
+        inv_oclasses = np.full(55, 18, dtype=np.uint8)
+        inv_letters[:2] = [ord("a"), ord("b")]
+        inv_oclasses[:2] = [2, 6]
+        if new_item:
+            inv_letters[2], inv_oclasses[2] = ord("g"), 2
+        return dict(chars=chars, colors=colors, blstats=blstats, inv_letters=inv_letters, inv_oclasses=inv_oclasses,
+                    message=_msg(self.msg), glyphs=np.zeros((21, 79), dtype=np.int16))
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        self.msg = ""
+        self.item = False
+        return self._obs(1, False), {"depth": 1, "dungeon_number": 0}
+
+    def step(self, action):
+        self.msg, depth, new = self.SCRIPT[self.t]
+        self.item = self.item or new
+        self.t += 1
+        done = self.t == len(self.SCRIPT)
+        return self._obs(depth, self.item), 1.0, done, False, {"depth": depth, "dungeon_number": 0}
+
+
+class ScriptedMetaPolicy:
+    """discoverer for 3 steps, then descender until the depth changes, then merchant."""
+
+    def __init__(self) -> None:
+        self.precondition_calls: list[tuple[np.ndarray, int]] = []
+        self.updates = 0
+        self.calls = 0
+
+    def reset(self) -> None:
+        self.updates = 0
+        self.calls = 0
+
+    def preconditions(self, chars3x3, colors3x3, num_items):
+        self.precondition_calls.append((chars3x3.copy(), num_items))
+        altar = bool((chars3x3 == ord("_")).any()) and num_items > 0
+        return altar, False
+
+    def should_terminate(self, skill, skill_time, current_depth, previous_depth, preconditions):
+        if skill == "discoverer":
+            return skill_time >= 3
+        if skill == "descender":
+            return current_depth != previous_depth
+        return False
+
+    def next_skill(self, current_skill, depth, branch_number, merchant_ok, worshipper_ok):
+        self.calls += 1
+        return ("discoverer", "descender", "merchant")[min(self.calls - 1, 2)]
+
+    def update_state(self, info):
+        self.updates += 1
+
+
+class LengthModel:
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def score(self, messages, depth_change):
+        return (self.scale * (messages != 0).sum(axis=1) + 100.0 * depth_change).astype(np.float32)
+
+    def threshold(self, q):
+        return 1.0
+
+
+def one_hot_obs(nle_obs: dict, skill_id: int, num_skills: int) -> dict:
+    onehot = np.zeros(num_skills, dtype=np.float32)
+    onehot[skill_id] = 1.0
+    return {"obs": nle_obs["chars"][:2, :2].astype(np.float32), "skill": onehot}
+
+
+def make_runtime(meta=None) -> tuple[SkillRuntime, ScriptedMetaPolicy]:
+    meta = meta or ScriptedMetaPolicy()
+    models = [LengthModel(1.0 + i) for i in range(len(SKILLS))]
+    reward = IntrinsicReward(models, [1.0] * len(SKILLS), beta=1.0, llm_coef=0.1, extrinsic_coef=0.5,
+                             cache=ScoreCache())
+    env = SkillRuntime(ScriptedNLE(), lambda: meta, reward, num_skills=len(SKILLS), observation_fn=one_hot_obs,
+                       observation_space=gym.spaces.Dict({}))
+    return env, meta
+
+
+# ----------------------------------------------------------------------------- runtime unit tests
+def test_crop3x3_pads_outside_the_map():
+    chars = np.arange(12, dtype=np.uint8).reshape(3, 4) + 65
+    colors = np.ones((3, 4), dtype=np.uint8)
+    c, k = crop3x3(chars, colors, 0, 0)
+    assert c[0].tolist() == [32, 32, 32] and c[1].tolist() == [32, 65, 66] and c[2].tolist() == [32, 69, 70]
+    assert k[0, 0] == 0 and k[1, 1] == 1
+
+
+def test_runtime_switches_skills_and_shapes_reward():
+    env, meta = make_runtime()
+    obs, info = env.reset()
+    assert info["skill"] == "discoverer" and obs["skill"].tolist() == [1, 0, 0, 0, 0]
+    skills, rewards, intrinsics = [], [], []
+    done = False
+    while not done:
+        obs, r, term, trunc, info = env.step(0)
+        done = term or trunc
+        skills.append(int(np.argmax(obs["skill"])))
+        rewards.append(r)
+        intrinsics.append(info["intrinsic_reward"])
+    # discoverer for 3 steps, descender until depth 2 (step 5), then merchant
+    assert skills == [0, 0, 1, 1, 4, 4, 4]
+    # step 1: discoverer scores "You kill the newt!" (18 chars, scale 1) at count 1
+    assert intrinsics[0] == pytest.approx(18.0)
+    assert rewards[0] == pytest.approx(0.5 * 1.0 + 0.1 * 18.0)
+    # step 3: same message again under discoverer -> divided by count 2 (beta 1)
+    assert intrinsics[2] == pytest.approx(18.0 / 2)
+    # step 5: descender active, empty message, depth change +1 since the skill started
+    assert intrinsics[4] == pytest.approx(100.0 / 2)  # second empty message of the episode
+    stats = info["episode_extra_stats"]
+    assert sum(stats[f"skills/{s}_share"] for s in SKILLS) == pytest.approx(1.0)
+    assert stats["skills/discoverer_share"] == pytest.approx(3 / 7)
+    assert stats["skills/descender_success"] == 1.0
+    assert stats["skills/merchant_success"] == 1.0 and stats["skills/sales"] == 1.0
+    assert stats["skills/discoverer_success"] > 0  # new map cells while exploring
+    assert stats["skills/switches"] == 2 and stats["skills/max_depth"] == 2
+    assert stats["intrinsic/discoverer_mean"] > 0 and stats["intrinsic/descender_mean"] > 0
+    assert 0.0 <= stats["intrinsic/cache_hit_rate"] <= 1.0
+    # preconditions saw the altar next to the hero; only the new item (letter g) counts
+    crop, _ = meta.precondition_calls[-1]
+    assert crop[0, 1] == ord("_") and crop[1, 1] == ord("@")
+    assert [n for _, n in meta.precondition_calls][:4] == [0, 0, 0, 0]
+    assert meta.precondition_calls[-1][1] == 1
+    assert stats["skills/altar_seen"] == 1.0
+
+
+def test_runtime_reset_restarts_episode_state():
+    env, _ = make_runtime()
+    env.reset()
+    for _ in range(4):
+        env.step(0)
+    obs, info = env.reset()
+    assert info["skill"] == "discoverer" and env.skill_time == 0
+    assert env.reward_fn.counts == {}
+    assert env.stats.time.sum() == 0
+
+
+def test_single_skill_policy_never_switches():
+    env, _ = make_runtime(meta=SingleSkillPolicy("discoverer"))
+    env.reset()
+    for _ in range(len(ScriptedNLE.SCRIPT)):
+        obs, *_ = env.step(0)
+        assert obs["skill"][0] == 1.0
+
+
+# ----------------------------------------------------------------------------- configuration
+def test_release_command_line_parses_with_paper_defaults():
+    from rl_baseline.sf.cfg import parse_cfg
+
+    dirs = "['train_dir/skill_rewards/llama3_discoverer_default',\n  'train_dir/skill_rewards/llama3_descender_default']"
+    cfg = parse_cfg([
+        "--algo", "APPO", "--num_workers", "24", "--num_envs_per_worker", "20", "--batch_size", "4096",
+        "--reward_scale", "0.1", "--obs_scale", "255.0", "--train_for_env_steps", "5_000_000_000",
+        "--save_every_steps", "6_000_000_000", "--code_seed", "42", "--seed", "2", "--stats_avg", "1000",
+        "--train_dir", "train_dir/skill_policy/", "--experiment", "default", "--reward_dir", dirs,
+        "--evaluation", "True", "--eval_target", "goldenexit", "--device", "cuda", "--keep_checkpoints", "5",
+        "--num_skills", "2",
+    ])
+    assert cfg.env == "nle_skill" and cfg.evaluation is True and cfg.eval_target == "goldenexit"
+    assert cfg.train_for_env_steps == 5_000_000_000 and cfg.save_every_steps == 6_000_000_000
+    assert cfg.reward_dirs == ["train_dir/skill_rewards/llama3_discoverer_default",
+                               "train_dir/skill_rewards/llama3_descender_default"]
+    assert cfg.threshold_quantiles == [0.95, 0.85]
+    assert cfg.device == "gpu" and cfg.keep_checkpoints == 5
+    # paper defaults that the command does not set
+    assert (cfg.ppo_clip_ratio, cfg.ppo_clip_value, cfg.num_epochs, cfg.max_grad_norm) == (0.1, 1.0, 1, 4.0)
+    assert cfg.value_loss_coeff == 0.5 and cfg.exploration_loss == "entropy"
+    assert cfg.use_rnn is True and cfg.rnn_type == "lstm"
+    assert cfg.llm_reward == 0.1 and cfg.extrinsic_reward == 0.0 and cfg.beta_count_exponent == 3.0
+    assert cfg.max_episode_steps == 10000
+    # the paper's pixel scale goes to the encoder; sample-factory's own scaling is off
+    assert cfg.encoder_obs_scale == 255.0 and cfg.obs_scale == 1.0 and cfg.normalize_input is False
+
+
+def test_motif_command_line_is_single_skill():
+    from rl_baseline.sf.cfg import SkillEnvConfig, parse_cfg
+
+    cfg = parse_cfg(["--env", "nle_fixed_eat_action", "--root_env", "NetHackStaircaseLvl3-v1", "--reward_dir", "rd",
+                     "--extrinsic_reward", "10.0", "--llm_reward", "0.1", "--beta_count_exponent", "3",
+                     "--eps_threshold_quantile", "0.5"])
+    assert cfg.num_skills == 1 and cfg.reward_dirs == ["rd"] and cfg.threshold_quantiles == [0.5]
+    env_cfg = SkillEnvConfig.from_cfg(cfg)
+    assert env_cfg.task is None and env_cfg.root_env == "NetHackStaircaseLvl3-v1"
+
+
+def test_motif_task_reward_and_continual_variant():
+    from rl_baseline.sf.env import MotifTaskReward
+
+    class Depths(gym.Env):
+        def __init__(self):
+            self.action_space = gym.spaces.Discrete(2)
+            self.observation_space = gym.spaces.Dict({})
+            self.depths = [1, 2, 3, 3]
+
+        def _o(self, d):
+            bl = np.zeros(27, dtype=np.int64)
+            bl[12] = d
+            return {"blstats": bl, "glyphs": np.zeros((21, 79), dtype=np.int16)}
+
+        def reset(self, **kw):
+            self.t = 0
+            return self._o(1), {}
+
+        def step(self, a):
+            d = self.depths[self.t]
+            self.t += 1
+            return self._o(d), 5.0, self.t == len(self.depths), False, {}
+
+    env = MotifTaskReward(Depths(), "NetHackStaircaseLvl3-v1")
+    env.reset()
+    out = [env.step(0)[1:3] for _ in range(2)] + [env.step(0)[1:3]]
+    assert out == [(0.0, False), (0.0, False), (1.0, True)]
+    cont = MotifTaskReward(Depths(), "NetHackStaircaseContinual-v1")
+    cont.reset()
+    steps = [cont.step(0)[1:3] for _ in range(4)]
+    assert steps == [(0.0, False), (1.0, False), (0.0, False), (0.0, True)]
+    score = MotifTaskReward(Depths(), "NetHackScore-v1")
+    score.reset()
+    assert score.step(0)[1] == 5.0
+
+
+# ----------------------------------------------------------------------------- end to end
+REPO = Path(__file__).resolve().parents[1]
+TINY_MESSAGES = [
+    "", "You kill the newt!", "You see here a scroll labeled ELBIB YLOH.", "There is a staircase down here.",
+    "You climb up the stairs.", "Welcome to Asidonhopo's general store!", "There is an altar to Huan Ti here.",
+    "You sold a dagger for 2 gold pieces.", "The jackal bites!", "You find a hidden passage.",
+    "Asidonhopo offers 5 gold pieces for your dagger.  Sell it?", "There is a black flash as it hits the altar.",
+    "You hit the grid bug.", "It's solid stone.", "You are beginning to feel hungry.", "12 gold pieces.",
+]
+
+
+def build_tiny_reward_dirs(root: Path, pairs: int = 96, seed: int = 0) -> list[str]:
+    """Five reward models trained for one epoch on a synthetic message dataset (one per skill)."""
+    from rlaif.dataset import ObservationDataset, encode_message, save_dataset
+    from rlaif.preferences import save_preferences
+    from rlaif.reward_model import RewardModelConfig
+    from rlaif.train_reward import RewardTrainingConfig, train_reward
+
+    rng = np.random.default_rng(seed)
+    n = 2 * pairs
+    messages = np.zeros((n, 2, 256), dtype=np.uint8)
+    stats = np.ones((n, 2, 6), dtype=np.int32)
+    for i in range(n):
+        messages[i, 0] = encode_message(TINY_MESSAGES[rng.integers(len(TINY_MESSAGES))])
+        messages[i, 1] = encode_message(TINY_MESSAGES[rng.integers(len(TINY_MESSAGES))])
+        stats[i, 1, 0] = 1 + rng.integers(0, 2)
+    dataset = ObservationDataset(messages, stats, {"source": "synthetic test data"})
+    data_dir, pref_dir, train_dir = root / "og_dataset", root / "preference", root / "skill_rewards"
+    dirs = []
+    for k, skill in enumerate(SKILLS):
+        save_dataset(data_dir / f"{skill}.npz", dataset)
+        # each skill prefers a different set of messages (by the message index modulo 5)
+        def liked(i: int) -> int:
+            text = bytes(messages[i, 1]).rstrip(b"\0").decode()
+            return int(TINY_MESSAGES.index(text) % len(SKILLS) == k)
+        labels = np.array([2 if liked(2 * j) == liked(2 * j + 1) else (0 if liked(2 * j) else 1)
+                           for j in range(pairs)], dtype=np.int32)
+        experiment = f"llama3_{skill}_default"
+        save_preferences(pref_dir / f"{experiment}.npy", labels)
+        train_reward(RewardTrainingConfig(
+            dataset_dir=str(data_dir), preference_dir=str(pref_dir), experiment=experiment,
+            train_dir=str(train_dir), num_epochs=2, batch_size=64, seed=777, num_workers=0, reward_lr=1e-3,
+            device="cpu", progress=False,
+            model=RewardModelConfig(embed_dim=8, conv_channels=(16,), kernel_sizes=(3,), pool_sizes=(1,),
+                                    hidden_dim=16, mlp_layers=1),
+        ))
+        dirs.append(str(train_dir / experiment))
+    return dirs
+
+
+def _meta_policy_root(tmp: Path) -> Path:
+    """The reference meta-policies, with the exploration discoverer budget cut to 15 turns."""
+    root = tmp / "meta_policies"
+    shutil.copytree(REPO / "rl_baseline" / "meta_policies", root)
+    path = root / "exploration" / "seed42" / "execution.py"
+    source = path.read_text()
+    assert "self.discoverer_skill_steps = 500" in source
+    path.write_text(source.replace("self.discoverer_skill_steps = 500", "self.discoverer_skill_steps = 15"))
+    return root
+
+
+def run_main(args: list[str], cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "scripts.main", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("skill_rl")
+    dirs = build_tiny_reward_dirs(tmp)
+    base = [
+        "--num_workers", "2", "--num_envs_per_worker", "4", "--batch_size", "512", "--rollout", "32",
+        "--max_episode_steps", "300", "--device", "cpu", "--train_dir", str(tmp / "skill_policy"),
+        "--experiment", "e2e", "--reward_dir", repr(dirs), "--eps_threshold_quantile", "0.5", "--stats_avg", "4",
+        "--experiment_summaries_interval", "2", "--meta_policy_root", str(_meta_policy_root(tmp)),
+        "--code_seed", "42", "--seed", "2",
+    ]
+    first = run_main(base + ["--train_for_env_steps", "6000", "--save_every_steps", "3000"], tmp)
+    return tmp, base, dirs, first
+
+
+def _checkpoints(exp: Path) -> list[Path]:
+    return sorted((exp / "checkpoint_p0").glob("checkpoint_*.pth"))
+
+
+def test_training_run_writes_checkpoint_and_skill_stats(trained):
+    tmp, _, _, proc = trained
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    exp = tmp / "skill_policy" / "e2e"
+    assert _checkpoints(exp), "no checkpoint written"
+    stats = json.loads((exp / "skill_stats.json").read_text())["means"]
+    nonzero = [s for s in SKILLS if abs(stats.get(f"intrinsic/{s}_mean", 0.0)) > 0]
+    assert len(nonzero) >= 2, stats
+    assert 0.0 < stats["intrinsic/cache_hit_rate"] <= 1.0
+    assert "intrinsic reward cache hit rate" in proc.stdout + proc.stderr
+    assert sum(stats[f"skills/{s}_share"] for s in SKILLS) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_skill_one_hot_reaches_the_network(trained):
+    import torch
+    from sample_factory.algo.learning.learner import Learner
+    from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
+    from sample_factory.cfg.arguments import load_from_checkpoint
+    from sample_factory.model.actor_critic import create_actor_critic
+    from sample_factory.model.model_utils import get_rnn_size
+
+    from rl_baseline.models.obs import model_observation, model_observation_space
+    from rl_baseline.sf.cfg import finalize_cfg, parse_cfg
+    from rl_baseline.sf.env import make_base_env, register_envs
+
+    tmp, base, _, proc = trained
+    assert proc.returncode == 0
+    cfg = finalize_cfg(load_from_checkpoint(parse_cfg(base)))
+    register_envs()
+    space = model_observation_space(len(SKILLS))
+    env = make_base_env(50)
+    nle_obs, _ = env.reset(seed=3)
+    model = create_actor_critic(cfg, space, env.action_space)
+    state = Learner.load_checkpoint(_checkpoints(tmp / "skill_policy" / "e2e"), torch.device("cpu"))
+    model.load_state_dict(state["model"])
+    model.eval()
+    values = []
+    with torch.no_grad():
+        for skill in range(len(SKILLS)):
+            obs = model_observation(nle_obs, skill, len(SKILLS))
+            batch = {k: torch.from_numpy(np.asarray(v)[None].copy()) for k, v in obs.items()}
+            out = model(prepare_and_normalize_obs(model, batch), torch.zeros(1, get_rnn_size(cfg)))
+            values.append(out["action_logits"].numpy().copy())
+    env.close()
+    assert any(not np.allclose(values[0], v) for v in values[1:]), "policy output ignores the skill one-hot"
+
+
+@pytest.mark.parametrize("task", ["gnomish", "goldenexit"])
+def test_evaluation_writes_results(trained, task):
+    tmp, base, _, proc = trained
+    assert proc.returncode == 0
+    ev = run_main(base + ["--evaluation", "True", "--eval_target", task, "--eval_episodes", "2",
+                          "--eval_num_envs", "2"] + (["--save_video", "True"] if task == "gnomish" else []), tmp)
+    assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
+    out = tmp / "skill_policy" / "e2e" / "eval"
+    result = json.loads((out / f"{task}_seed42.json").read_text())
+    for key in ("task", "measure", "episodes", "mean", "stderr", "episode_lengths", "skill_time_share",
+                "per_episode", "checkpoint", "env_steps"):
+        assert key in result
+    assert result["task"] == task and result["episodes"] == 2 and len(result["episode_lengths"]) == 2
+    assert result["measure"] == "success" and 0.0 <= result["mean"] <= 1.0
+    assert sum(result["skill_time_share"].values()) == pytest.approx(1.0, abs=1e-6)
+    rows = (out / f"{task}_seed42.csv").read_text().splitlines()
+    assert rows[0].startswith("episode,success,count,value,length") and len(rows) == 1 + 2 + 2
+    assert (out / f"{task}_seed42.png").stat().st_size > 0
+    if task == "gnomish":
+        assert (out / "gnomish_seed42.gif").stat().st_size > 0
+
+
+def test_rerun_resumes_from_saved_step_count(trained):
+    tmp, base, _, proc = trained
+    assert proc.returncode == 0
+    exp = tmp / "skill_policy" / "e2e"
+    before = int(_checkpoints(exp)[-1].stem.split("_")[-1])
+    again = run_main(base + ["--train_for_env_steps", str(before + 1500)], tmp)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert f"env_steps={before}" in again.stdout + again.stderr
+    after = int(_checkpoints(exp)[-1].stem.split("_")[-1])
+    assert after > before
+
+
+@pytest.mark.parametrize("case", ["missing_dir", "wrong_length", "missing_quantile"])
+def test_bad_reward_configuration_fails_before_workers(trained, case):
+    tmp, _, dirs, _ = trained
+    args = {
+        "missing_dir": ["--reward_dir", repr(dirs[:4] + [str(tmp / "nope")])],
+        "wrong_length": ["--reward_dir", repr(dirs[:3])],
+        "missing_quantile": ["--reward_dir", repr(dirs), "--eps_threshold_quantile", "0.123"],
+    }[case]
+    proc = run_main(["--num_workers", "2", "--device", "cpu", "--train_dir", str(tmp / "bad"), "--experiment", case]
+                    + args, tmp, timeout=120)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert {"missing_dir": "not found", "wrong_length": "--num_skills is 5", "missing_quantile": "0.123"}[case] in text
+    assert "RolloutWorker" not in text and not (tmp / "bad" / case / "checkpoint_p0").exists()
