@@ -237,12 +237,13 @@ def _in_prompt(buffers: dict[str, np.ndarray]) -> bool:
     return False
 
 
-def read_overview(nethack: Any, max_pages: int = 20) -> str:
+def read_overview(nethack: Any, max_pages: int = 20, command_keys: tuple[int, ...] | None = None) -> str:
     """Show the dungeon overview, read it from the terminal and dismiss it.
 
     ``nethack`` is an ``nle.nethack.Nethack`` (``env.nethack`` / ``env.unwrapped.nethack``)
     whose observation buffers include ``tty_chars`` (and ideally ``internal``). No game
-    time passes. Returns "" when the game is waiting for an answer (a question, a text
+    time passes. ``command_keys`` replaces the Ctrl-O key (in wizard mode Ctrl-O is a
+    debugging command, and the overview is reached as ``#overview``). Returns "" when the game is waiting for an answer (a question, a text
     prompt or ``--More--``) or is over: pressing keys then would change the game.
 
     NLE reuses its observation arrays, so the caller must copy the observation it
@@ -255,7 +256,9 @@ def read_overview(nethack: Any, max_pages: int = 20) -> str:
         log.debug("read_overview: game is waiting for input; overview not read")
         return ""
     pages: list[str] = []
-    _, done = nethack.step(CTRL_O)
+    done = False
+    for key in command_keys or (CTRL_O,):
+        _, done = nethack.step(key)
     for _ in range(max_pages):
         if done:
             break

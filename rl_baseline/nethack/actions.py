@@ -1,0 +1,66 @@
+"""The agent's action set (PAPER_FACTS.md) and the keys the macros send.
+
+Actions are NLE key codes. ``ACTIONS[i]`` is what discrete action ``i`` means; names
+(``ACTION_NAMES[i]``) are used in logs and by the task detectors.
+
+Note: the compass keys ``y`` (north-west) and ``n`` (south-east) double as the answers to
+yes/no questions, which is how an agent answers the questions it is allowed to see
+(attack a peaceful, sell an item, ...).
+"""
+from __future__ import annotations
+
+from nle import nethack
+
+MORE = nethack.MiscAction.MORE
+KICK = nethack.Command.KICK
+EAT = nethack.Command.EAT
+SEARCH = nethack.Command.SEARCH
+CAST = nethack.Command.CAST
+ENHANCE = nethack.Command.ENHANCE
+PRAY = nethack.Command.PRAY
+QUAFF = nethack.Command.QUAFF
+DROP = nethack.Command.DROP
+UP = nethack.MiscDirection.UP
+DOWN = nethack.MiscDirection.DOWN
+WAIT = nethack.MiscDirection.WAIT
+
+ACTIONS: tuple[int, ...] = tuple(
+    [MORE]
+    + list(nethack.CompassDirection)
+    + list(nethack.CompassDirectionLonger)
+    + [UP, DOWN, WAIT]
+    + [KICK, EAT, SEARCH, CAST, ENHANCE, PRAY, QUAFF, DROP]
+)
+
+_COMPASS = ("north", "east", "south", "west", "northeast", "southeast", "southwest", "northwest")
+ACTION_NAMES: tuple[str, ...] = (
+    ("more",)
+    + _COMPASS
+    + tuple("far_" + d for d in _COMPASS)
+    + ("up", "down", "wait", "kick", "eat", "search", "cast", "enhance", "pray", "quaff", "drop")
+)
+assert len(ACTION_NAMES) == len(ACTIONS)
+ACTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(ACTION_NAMES)}
+
+# Actions whose key opens an item prompt that the environment answers itself.
+MACRO_ACTIONS = frozenset({EAT, QUAFF, DROP, CAST, ENHANCE})
+
+# Raw keys used by the macros (not agent actions).
+ESC = 27
+RETURN = 13
+SPACE = 32
+FIRST_SPELL = ord("a")
+FIRST_MENU_ENTRY = ord("a")
+
+# Key codes that only mean something in NetHack's wizard (debug) mode.
+WIZARD_KEYS: dict[str, int] = {c.name.lower(): int(c) for c in nethack.WizardCommand}
+
+
+def action_index(name: str) -> int:
+    """Index of an action by name (``"north"``, ``"eat"``, ``"more"``, ...)."""
+    try:
+        return ACTION_INDEX[name.lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown action {name!r}; valid actions: {', '.join(ACTION_NAMES)}"
+        ) from None

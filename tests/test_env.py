@@ -1,0 +1,198 @@
+"""The NetHackScoreMonk-v1 environment: registration, options, macros, info and bad input."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from nle import nethack
+
+import rl_baseline.envs  # noqa: F401  (registers the env)
+from rl_baseline.envs import ENV_ID, EnvConfigError, NetHackScoreMonk, make_monk_env
+from rl_baseline.envs import monk_env
+from rl_baseline.nethack import blstats as B
+from rl_baseline.nethack.actions import ACTION_NAMES, ACTIONS, action_index
+from rl_baseline.nethack.options import OptionsFileError, nle_options, read_options_file
+from rl_baseline.tasks.detectors import make_task_tracker
+
+INFO_KEYS = {
+    "depth", "dungeon_number", "dungeon_level", "gold", "xp_level", "time", "hp", "hpmax",
+    "hunger", "kill", "kills", "just_eaten", "message", "messages", "branch_depth", "overview",
+    "end_status",
+}
+
+
+def _screen(obs: dict) -> str:
+    return "\n".join(bytes(row).decode("latin-1") for row in obs["tty_chars"])
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = make_monk_env(max_episode_steps=200)
+    yield e
+    e.close()
+
+
+@pytest.fixture()
+def wizard_env():
+    e = make_monk_env(max_episode_steps=300, wizard=True)
+    yield e
+    e.close()
+
+
+def test_blstats_indices_mirror_nle():
+    for index, name in B.NLE_NAMES.items():
+        assert getattr(nethack, name) == index, name
+    assert B.NUM_BLSTATS == nethack.NLE_BLSTATS_SIZE
+
+
+def test_action_set_is_the_papers():
+    assert len(ACTIONS) == len(set(ACTIONS)) == 28
+    for name in ("more", "north", "far_southwest", "up", "down", "wait", "kick", "eat", "search",
+                 "cast", "enhance", "pray", "quaff", "drop"):
+        assert ACTIONS[action_index(name)] is not None
+    with pytest.raises(ValueError, match="valid actions"):
+        action_index("apply")
+
+
+def test_registered_with_gymnasium():
+    env = gym.make(ENV_ID, max_episode_steps=50)
+    try:
+        obs, info = env.reset(seed=0)
+        assert env.action_space.n == len(ACTIONS)
+        assert isinstance(env.unwrapped, NetHackScoreMonk)
+        assert set(obs) == set(monk_env.OBSERVATION_KEYS)
+        assert INFO_KEYS <= set(info)
+    finally:
+        env.close()
+
+
+def test_reset_info_and_character(env):
+    obs, info = env.reset(seed=7)
+    assert INFO_KEYS <= set(info)
+    assert info["depth"] == 1 and info["dungeon_number"] == B.DNUM_DUNGEONS_OF_DOOM
+    assert info["branch_depth"] == monk_env.UNKNOWN_BRANCH_DEPTH
+    assert info["kills"] == 0 and info["just_eaten"] is False
+    assert "The Dungeons of Doom" in info["overview"]
+    # The overview was read, but the agent's screen is the map, not the overview window.
+    assert "The Dungeons of Doom" not in _screen(obs)
+    assert "Agent the Candidate" in _screen(obs)  # a Monk's first rank title
+    # No pet: nothing but the hero is on the map next to it at turn 1 (pettype:none).
+    x, y = obs["blstats"][B.BL_X], obs["blstats"][B.BL_Y]
+    around = obs["glyphs"][y - 1:y + 2, x - 1:x + 2]
+    assert not any(nethack.glyph_is_pet(int(g)) for g in around.ravel())
+
+
+def test_options_file_is_valid_and_bad_lines_are_refused(tmp_path):
+    lines = read_options_file()
+    assert any(line.startswith("MSGTYPE=hide") for line in lines)
+    assert any("pickup_types:$?!/%" in line for line in lines)
+    bad = tmp_path / "rc"
+    bad.write_text("OPTION=color\n")
+    with pytest.raises(OptionsFileError, match="rc:1"):
+        read_options_file(bad)
+    bad.write_text("OPTIONS=name:someone\n")
+    with pytest.raises(OptionsFileError, match="set by the environment"):
+        read_options_file(bad)
+    (stem,) = nle_options("Agent-mon-hum-neu-mal", cache_dir=tmp_path / "cache")
+    rendered = (tmp_path / "cache").rglob("rc,name:Agent-mon-hum-neu-mal")
+    assert stem.endswith("/rc") and len(list(rendered)) == 1
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(EnvConfigError, match="unknown character"):
+        make_monk_env(character="wiz-elf-cha-xyz")
+    with pytest.raises(EnvConfigError, match="max_episode_steps"):
+        make_monk_env(max_episode_steps=0)
+    env = make_monk_env(max_episode_steps=20)
+    try:
+        env.reset(seed=1)
+        with pytest.raises(EnvConfigError, match="wizard mode"):
+            env.wizard_wish("altar")
+        with pytest.raises(EnvConfigError, match="out of range"):
+            env.step(len(ACTIONS))
+    finally:
+        env.close()
+
+
+def test_offered_letters():
+    assert monk_env.offered_letters(b"What do you want to eat? [fg or ?*]") == b"fg"
+    assert monk_env.offered_letters(b"What do you want to drop? [$a-ch or ?*]") == b"abch"
+    assert monk_env.offered_letters(b"There is a newt corpse here; eat it? [ynq] (n)") == b"ynq"
+    assert monk_env.offered_letters(b"You see nothing here.") == b""
+
+
+def test_eat_macro_eats_and_sets_just_eaten(env):
+    env.reset(seed=11)
+    _, _, _, _, info = env.step(action_index("eat"))
+    assert any(m.startswith("What do you want to eat?") for m in info["messages"])
+    assert info["just_eaten"] is True
+    # The prompt was answered: the agent is not left at a question.
+    assert not env.last_observation[env._internal_index][1]
+
+
+def test_drop_keeps_the_starting_inventory(env):
+    obs, _ = env.reset(seed=12)
+    before = obs["inv_letters"].copy()
+    _, _, _, _, info = env.step(action_index("drop"))
+    assert np.array_equal(env.current_observation()["inv_letters"], before)
+    assert not any(m.startswith("You drop") for m in info["messages"])
+
+
+def test_wizard_altar_drop_identifies_buc_and_detector_sees_it(wizard_env):
+    _, info = wizard_env.reset(seed=5)
+    tracker = make_task_tracker("buc")
+    tracker.reset(info)
+    info = wizard_env.wizard_wish("altar")
+    assert "altar" in info["messages"][-1]
+    info = wizard_env.wizard_wish("cursed ring of adornment")
+    _, _, _, _, info = wizard_env.step(action_index("drop"))
+    assert any("black flash" in m for m in info["messages"])
+    tracker.update(info, "drop")
+    assert tracker.value == 1
+
+
+def test_level_change_rereads_overview_without_game_time(wizard_env):
+    _, info = wizard_env.reset(seed=6)
+    time_before = info["time"]
+    info = wizard_env.wizard_level_teleport(3)
+    assert info["depth"] == 3
+    assert "levels 1 to 3" in info["overview"]
+    assert info["time"] == time_before
+    assert "The Dungeons of Doom" not in _screen(wizard_env.current_observation())
+
+
+def test_branch_depth_from_overview(monkeypatch, wizard_env):
+    text = ("The Dungeons of Doom: levels 1 to 3\n   Level 2:\n      Stairs down to The Gnomish Mines.\n"
+            "   Level 3: <- You are here.")
+    monkeypatch.setattr(monk_env, "read_overview", lambda *a, **k: text)
+    _, info = wizard_env.reset(seed=6)
+    info = wizard_env.wizard_level_teleport(3)
+    assert info["branch_depth"] == 2
+
+
+def test_questions_the_agent_must_answer_stay_on_screen():
+    for question in (b"Really attack the watchman?", b"In what direction?",
+                     b"Shopkeeper offers 5 gold pieces for your scroll. Sell it? [ynaq] (y)",
+                     b"Drink from the fountain? [yn] (n)"):
+        assert any(q in question for q in monk_env.AGENT_QUESTIONS), question
+    assert set(monk_env.NLE_SKIP_EXCEPTIONS) - {b"direction?"} <= set(monk_env.AGENT_QUESTIONS)
+
+
+def test_one_hundred_random_episodes_without_an_exception():
+    env = make_monk_env(max_episode_steps=60)
+    rng = np.random.default_rng(0)
+    kills = steps = 0
+    try:
+        for episode in range(100):
+            _, info = env.reset(seed=1000 + episode)
+            done = False
+            while not done:
+                _, reward, terminated, truncated, info = env.step(int(rng.integers(len(ACTIONS))))
+                assert np.isfinite(reward)
+                assert INFO_KEYS <= set(info)
+                kills += info["kill"]
+                steps += 1
+                done = terminated or truncated
+    finally:
+        env.close()
+    assert steps > 100 * 10
