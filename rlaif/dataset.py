@@ -17,6 +17,7 @@ import json
 import os
 import pickle
 import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -28,6 +29,7 @@ STAT_FIELDS: tuple[str, ...] = ("depth", "gold", "hp", "hpmax", "xp_level", "hun
 STAT_INDEX: dict[str, int] = {name: i for i, name in enumerate(STAT_FIELDS)}
 # NetHack's hunger states as NLE's blstats report them (0 = not hungry).
 HUNGER_NAMES: tuple[str, ...] = ("satiated", "not hungry", "hungry", "weak", "fainting", "fainted", "starved")
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 class DatasetError(ValueError):
@@ -80,18 +82,27 @@ def decode_message(arr: np.ndarray) -> str:
 
 
 def save_dataset(path: str | os.PathLike, dataset: ObservationDataset) -> None:
-    """Writes the ``.npz`` atomically (temp file + rename), so a reader never sees half a file."""
+    """Writes the ``.npz`` atomically (temp file + rename), so a reader never sees half a file.
+
+    The bytes depend only on the content (no timestamps), so equal datasets give equal files.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp.npz")
     os.close(fd)
     try:
-        np.savez_compressed(
-            tmp,
-            messages=dataset.messages,
-            stats=dataset.stats,
-            meta=np.array(json.dumps(dataset.meta, sort_keys=True)),
-        )
+        arrays = {
+            "messages": dataset.messages,
+            "stats": dataset.stats,
+            "meta": np.array(json.dumps(dataset.meta, sort_keys=True)),
+        }
+        # Same content -> same bytes: zip entries get a fixed timestamp (np.savez stamps the clock).
+        with zipfile.ZipFile(tmp, mode="w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for key, value in arrays.items():
+                info = zipfile.ZipInfo(key + ".npy", date_time=_ZIP_EPOCH)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                with zf.open(info, "w", force_zip64=True) as fid:
+                    np.lib.format.write_array(fid, np.asanyarray(value), allow_pickle=False)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
