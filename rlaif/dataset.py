@@ -27,7 +27,7 @@ import numpy as np
 MESSAGE_LEN = 256
 STAT_FIELDS: tuple[str, ...] = ("depth", "gold", "hp", "hpmax", "xp_level", "hunger")
 STAT_INDEX: dict[str, int] = {name: i for i, name in enumerate(STAT_FIELDS)}
-# NetHack's hunger states as NLE's blstats report them (0 = not hungry).
+# NetHack's hunger states as NLE's blstats report them (0 = satiated, 1 = not hungry).
 HUNGER_NAMES: tuple[str, ...] = ("satiated", "not hungry", "hungry", "weak", "fainting", "fainted", "starved")
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
