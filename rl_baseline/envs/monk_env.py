@@ -165,11 +165,12 @@ class NetHackScoreMonk(NetHackScore):
         self._tty_index = self._observation_keys.index("tty_chars")
         self._letters_index = self._observation_keys.index("inv_letters")
         self._oclasses_index = self._observation_keys.index("inv_oclasses")
+        self._kept_indices = (self._blstats_index, self._letters_index, self._oclasses_index)
         self._episode_state()
 
     # ------------------------------------------------------------------ episode state
     def _episode_state(self) -> None:
-        self._starting_letters: set[int] = set()
+        self._starting_letters = np.zeros(256, dtype=bool)
         self._kills = 0
         self._branch_depth = UNKNOWN_BRANCH_DEPTH
         self._overview = ""
@@ -239,13 +240,14 @@ class NetHackScoreMonk(NetHackScore):
                 break
             if oclass in (nethack.FOOD_CLASS, nethack.COIN_CLASS):
                 continue
-            if int(letter) not in self._starting_letters:
+            if not self._starting_letters[letter]:
                 return int(letter)
         return None
 
     def _forget_used_letters(self, observation: tuple) -> None:
         """A starting item that was used up frees its letter for new items."""
-        held = {int(x) for x in observation[self._letters_index] if x}
+        held = np.zeros(256, dtype=bool)
+        held[observation[self._letters_index]] = True
         self._starting_letters &= held
 
     def _menu_open(self, observation: tuple) -> bool:
@@ -293,7 +295,9 @@ class NetHackScoreMonk(NetHackScore):
         self._episode_state()
         observation, info = super().reset(seed=seed, options=options)
         raw = self.last_observation
-        self._starting_letters = {int(x) for x in raw[self._letters_index] if x}
+        self._starting_letters = np.zeros(256, dtype=bool)
+        self._starting_letters[raw[self._letters_index]] = True
+        self._starting_letters[0] = False
         self._messages = []
         self._remember_message(raw)
         raw = self._after_level_check(raw)
@@ -305,7 +309,12 @@ class NetHackScoreMonk(NetHackScore):
                 f"action {action} out of range: valid actions are 0..{len(self.actions) - 1} "
                 f"({', '.join(A.ACTION_NAMES)})"
             )
-        last_observation = tuple(a.copy() for a in self.last_observation)
+        # NLE reuses its buffers; keep copies of what the reward and the macros read from the
+        # previous state (bottom-line stats, inventory letters and classes).
+        last_observation = list(self.last_observation)
+        for index in self._kept_indices:
+            last_observation[index] = last_observation[index].copy()
+        last_observation = tuple(last_observation)
         self._messages = []
         self._just_eaten = False
         key = self.actions[int(action)]
