@@ -1,0 +1,575 @@
+"""The whole MaestroMotif pipeline as a list of commands, and a runner for them.
+
+Every phase is one ``python -m scripts.X ...`` command (the same command a user or a
+slurm job would run), so a failing phase can be re-run alone with exactly what ran.
+
+Presets:
+
+* ``smoke``: every phase at toy scale on CPU (explorer-policy datasets, the rule-based
+  heuristic annotator instead of the LLM, small reward models, code generation replayed
+  from a shipped transcript, a short skill training run, a few evaluation episodes);
+* ``ci``: the same phases, reduced further for the test suite;
+* ``paper``: the full-scale plan with the paper's settings (printed or written as slurm
+  jobs, not run here).
+
+Everything a smoke/ci run writes goes under its ``out_dir`` (datasets and preferences
+included). Pure Python: building a plan imports neither NLE nor sample-factory.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from rl_baseline.task_names import EVAL_TASKS
+from rlaif.skills import SKILLS
+
+logger = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_REPLAY = "code_generation/replays/gnomish_seed42.jsonl"
+STATE_DIR = ".pipeline"  # under out_dir: one marker per finished phase
+LOG_DIR = "logs"
+
+# Pairs per skill in the authors' released preference files (PAPER_FACTS.md).
+PAPER_NUM_PAIRS: dict[str, int] = {
+    "discoverer": 180_000,
+    "descender": 80_000,
+    "ascender": 80_000,
+    "worshipper": 200_000,
+    "merchant": 121_000,
+}
+ANNOTATOR_MODEL = "meta-llama/Meta-Llama-3.1-70B-Instruct"
+CODER_MODEL = "meta-llama/Meta-Llama-3.1-405B-Instruct"
+
+
+class PipelineError(RuntimeError):
+    """A bad pipeline configuration or a failed phase."""
+
+
+@dataclass
+class PipelineConfig:
+    """Sizes and locations of one pipeline run (see :data:`PRESETS`)."""
+
+    preset: str = "smoke"
+    out_dir: str = "train_dir/pipeline_smoke"
+    skills: tuple[str, ...] = SKILLS
+    eval_targets: tuple[str, ...] = EVAL_TASKS
+    # phase 0: data
+    num_pairs: int = 300
+    collect_policy: str = "explorer"
+    collect_workers: int = 1
+    data_seed: int = 0
+    # phase 1a: annotation
+    annotate_backend: str = "heuristic"
+    annotate_model: str = ANNOTATOR_MODEL
+    annotate_gpus: int = 8
+    annotate_chunks: int = 1
+    # phase 1b: reward models
+    reward_epochs: int = 5
+    reward_batch_size: int = 64
+    reward_lr: float = 1e-3
+    reward_workers: int = 0
+    reward_small_model: bool = True  # embed 8, one conv layer of 16, hidden 16
+    # phase 2-3: code generation
+    code_task: str = "gnomish"  # the task whose code generation is replayed (smoke) ...
+    code_tasks: tuple[str, ...] = ()  # ... or generated for real (paper: every task)
+    code_seed: int = 42
+    replay: str = DEFAULT_REPLAY
+    coder_model: str = CODER_MODEL
+    # phase 4: skill training
+    train_for_env_steps: int = 40_000
+    num_workers: int = 2
+    num_envs_per_worker: int = 4
+    batch_size: int = 512
+    rollout: int = 32
+    max_episode_steps: int = 500
+    experiment: str = "smoke"
+    device: str = "cpu"
+    seed: int = 2
+    save_every_steps: int = 0
+    # evaluation
+    eval_episodes: int = 6
+    eval_num_envs: int = 2
+
+    @property
+    def out(self) -> Path:
+        return Path(self.out_dir)
+
+    @property
+    def standard_layout(self) -> bool:
+        """The paper plan writes where the design of record puts things (og_dataset/, preference/,
+        train_dir/skill_rewards, train_dir/skill_policy); small runs keep everything under out_dir."""
+        return self.preset == "paper"
+
+    @property
+    def dataset_dir(self) -> str:
+        return "og_dataset" if self.standard_layout else str(self.out / "og_dataset")
+
+    @property
+    def preference_dir(self) -> str:
+        return "preference" if self.standard_layout else str(self.out / "preference")
+
+    @property
+    def reward_train_dir(self) -> str:
+        return str(self.out / "skill_rewards")
+
+    @property
+    def policy_train_dir(self) -> str:
+        return str(self.out / "skill_policy")
+
+    @property
+    def report_dir(self) -> str:
+        return str(self.out / "report")
+
+    def reward_dirs(self) -> list[str]:
+        return [str(Path(self.reward_train_dir) / annotator(s)) for s in SKILLS]
+
+
+PRESETS: dict[str, dict] = {
+    # about 8 minutes on 2 CPU cores (measured 7.7 minutes: collect 92s, reward 37s, train 274s, eval 52s)
+    "smoke": dict(out_dir="train_dir/pipeline_smoke", num_pairs=300, reward_epochs=5, train_for_env_steps=40_000,
+                  max_episode_steps=500, eval_episodes=6, eval_num_envs=2, experiment="smoke"),
+    # the test suite's run: every phase, as small as it gets
+    "ci": dict(out_dir="train_dir/pipeline_ci", num_pairs=40, reward_epochs=2, reward_batch_size=16,
+               train_for_env_steps=2_000, num_envs_per_worker=2, batch_size=256, rollout=16,
+               max_episode_steps=100, eval_episodes=1, eval_num_envs=1, experiment="ci"),
+    # the paper's settings (PAPER_FACTS.md); printed / written as slurm jobs
+    "paper": dict(out_dir="train_dir", num_pairs=0, collect_workers=16, annotate_backend="vllm",
+                  annotate_chunks=8, reward_epochs=20, reward_batch_size=1000, reward_lr=1e-5, reward_workers=40,
+                  reward_small_model=False, code_tasks=("exploration",) + EVAL_TASKS,
+                  train_for_env_steps=4_000_000_000, num_workers=24, num_envs_per_worker=20, batch_size=4096,
+                  rollout=0, max_episode_steps=10_000, experiment="default", device="gpu",
+                  save_every_steps=50_000_000, eval_episodes=1000, eval_num_envs=16),
+}
+
+
+def make_config(preset: str, **overrides: object) -> PipelineConfig:
+    """A preset's configuration with ``overrides`` (``None`` values are ignored)."""
+    if preset not in PRESETS:
+        raise PipelineError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+    names = {f.name for f in fields(PipelineConfig)}
+    unknown = [k for k in overrides if k not in names]
+    if unknown:
+        raise PipelineError(f"unknown pipeline setting(s): {', '.join(unknown)}")
+    values = dict(PRESETS[preset], preset=preset)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    cfg = PipelineConfig(**values)
+    bad = [t for t in cfg.eval_targets if t not in EVAL_TASKS]
+    if bad:
+        raise PipelineError(f"unknown eval target(s) {', '.join(bad)}; valid: {', '.join(EVAL_TASKS)}")
+    bad = [s for s in cfg.skills if s not in SKILLS]
+    if bad:
+        raise PipelineError(f"unknown skill(s) {', '.join(bad)}; valid: {', '.join(SKILLS)}")
+    for name in ("train_for_env_steps", "eval_episodes", "num_workers", "num_envs_per_worker", "reward_epochs"):
+        if int(getattr(cfg, name)) < 1:
+            raise PipelineError(f"--{name} must be at least 1, got {getattr(cfg, name)}")
+    if preset != "paper" and cfg.num_pairs < 2:
+        raise PipelineError(f"--num_pairs must be at least 2, got {cfg.num_pairs}")
+    return cfg
+
+
+def annotator(skill: str) -> str:
+    """The default annotator / reward experiment name of a skill."""
+    return f"llama3_{skill}_default"
+
+
+@dataclass
+class Phase:
+    """One command of the pipeline.
+
+    ``stage`` groups phases (collect, annotate, merge, reward, generate, combine, check,
+    train, eval, report); ``array`` is a slurm array spec for the paper plan, where the
+    command holds ``$SLURM_ARRAY_TASK_ID`` (or a bash array indexed by it, ``array_values``).
+    """
+
+    name: str
+    stage: str
+    module: str
+    args: list[str]
+    outputs: list[str] = field(default_factory=list)
+    array: Optional[str] = None
+    array_values: tuple[str, ...] = ()
+    note: str = ""
+
+    def argv(self, python: str = "python") -> list[str]:
+        return [python, "-m", self.module, *self.args]
+
+    def command(self, python: str = "python") -> str:
+        return " ".join(shell_quote(a) for a in self.argv(python))
+
+
+_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_")
+
+
+def shell_quote(arg: str) -> str:
+    """Quotes one argument for bash; shell variables (``$SLURM_ARRAY_TASK_ID``) stay expandable."""
+    if arg and all(c in _SAFE for c in arg):
+        return arg
+    if "`" not in arg and "\\" not in arg and '"' not in arg and ("$" in arg or "'" in arg):
+        return '"' + arg + '"'
+    return shlex.quote(arg)
+
+
+def _model_flags(cfg: PipelineConfig) -> list[str]:
+    if not cfg.reward_small_model:
+        return []
+    return ["--embed_dim", "8", "--conv_channels", "16", "--hidden_dim", "16"]
+
+
+def skill_training_args(cfg: PipelineConfig) -> list[str]:
+    """Flags shared by skill training and evaluation (evaluation reloads the saved config)."""
+    args = [
+        "--algo", "APPO",
+        "--device", cfg.device,
+        "--num_workers", str(cfg.num_workers),
+        "--num_envs_per_worker", str(cfg.num_envs_per_worker),
+        "--batch_size", str(cfg.batch_size),
+    ]
+    if cfg.rollout:
+        args += ["--rollout", str(cfg.rollout)]
+    args += [
+        "--reward_scale", "0.1", "--obs_scale", "255.0",
+        "--max_episode_steps", str(cfg.max_episode_steps),
+        "--seed", str(cfg.seed), "--code_seed", str(cfg.code_seed),
+        "--reward_dir", repr(cfg.reward_dirs()),
+        "--extrinsic_reward", "0.0", "--llm_reward", "0.1",
+        "--train_dir", cfg.policy_train_dir, "--experiment", cfg.experiment,
+    ]
+    if cfg.preset == "paper":
+        args += ["--keep_checkpoints", "5", "--stats_avg", "1000"]
+    else:
+        args += ["--stats_avg", "4", "--experiment_summaries_interval", "5"]
+    return args
+
+
+def _display_path(path: str | Path) -> str:
+    """A repository file as a path relative to the current directory when possible."""
+    path = Path(path)
+    if not path.is_absolute():
+        path = REPO_ROOT / path
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
+def build_plan(cfg: PipelineConfig) -> list[Phase]:
+    """Every phase of the pipeline for ``cfg``, in order."""
+    return _paper_plan(cfg) if cfg.preset == "paper" else _small_plan(cfg)
+
+
+def _small_plan(cfg: PipelineConfig) -> list[Phase]:
+    out: list[Phase] = []
+    for i, skill in enumerate(cfg.skills):
+        out.append(Phase(
+            f"collect/{skill}", "collect", "scripts.collect_dataset",
+            ["--skill", skill, "--num_pairs", str(cfg.num_pairs), "--policy", cfg.collect_policy,
+             "--out", cfg.dataset_dir, "--num_workers", str(cfg.collect_workers), "--seed", str(cfg.data_seed + i),
+             "--no_progress"],
+            outputs=[str(Path(cfg.dataset_dir) / f"{skill}.npz")],
+        ))
+    for skill in cfg.skills:
+        out.append(Phase(
+            f"annotate/{skill}", "annotate", "scripts.annotate_pairs",
+            ["--goal_key", skill, "--backend", cfg.annotate_backend, "--directory", cfg.dataset_dir,
+             "--preference_dir", cfg.preference_dir, "--logdir", str(cfg.out / "annotation_logs"), "--no_progress"],
+            outputs=[str(Path(cfg.preference_dir) / f"{annotator(skill)}.npy")],
+            note="heuristic backend: a rule-based stand-in for the LLM annotator, not an LLM"
+            if cfg.annotate_backend == "heuristic" else "",
+        ))
+    for skill in cfg.skills:
+        out.append(Phase(
+            f"reward/{skill}", "reward", "scripts.train_reward",
+            ["--experiment", annotator(skill), "--dataset_dir", cfg.dataset_dir,
+             "--preference_dir", cfg.preference_dir, "--train_dir", cfg.reward_train_dir,
+             "--batch_size", str(cfg.reward_batch_size), "--num_workers", str(cfg.reward_workers),
+             "--reward_lr", str(cfg.reward_lr), "--num_epochs", str(cfg.reward_epochs), "--seed", "777",
+             "--device", "cpu", "--no_progress", *_model_flags(cfg)],
+            outputs=[str(Path(cfg.reward_train_dir) / annotator(skill) / "reward_metrics" / "metrics.csv")],
+        ))
+    gen_dir = str(cfg.out / "code_generation")
+    meta_dir = str(cfg.out / "meta_policies")
+    out.append(Phase(
+        f"generate/{cfg.code_task}", "generate", "scripts.generate_code",
+        ["--task", cfg.code_task, "--seed", str(cfg.code_seed), "--backend", "replay",
+         "--replay", _display_path(cfg.replay), "--out_dir", gen_dir],
+        outputs=[str(Path(gen_dir) / cfg.code_task / f"_seed{cfg.code_seed}" / "execution.py")],
+        note="replayed from a recorded transcript: no language model is called",
+    ))
+    out.append(Phase(
+        f"combine/{cfg.code_task}", "combine", "scripts.combine",
+        ["--task", cfg.code_task, "--seed", str(cfg.code_seed), "--gen_dir", gen_dir, "--out_root", meta_dir],
+        outputs=[str(Path(meta_dir) / cfg.code_task / f"seed{cfg.code_seed}" / "execution.py")],
+    ))
+    out.append(Phase(
+        "check/meta_policies", "check", "scripts.pipeline",
+        ["--check_meta_policies", "--code_seed", str(cfg.code_seed)],
+        note="the shipped meta-policies: code check + reference unit test in the sandbox",
+    ))
+    train_args = skill_training_args(cfg)
+    exp_dir = Path(cfg.policy_train_dir) / cfg.experiment
+    out.append(Phase(
+        "train/skills", "train", "scripts.main",
+        train_args + ["--train_for_env_steps", str(cfg.train_for_env_steps)],
+        outputs=[str(exp_dir / "checkpoint_p0")],
+    ))
+    for task in cfg.eval_targets:
+        out.append(Phase(
+            f"eval/{task}", "eval", "scripts.main",
+            train_args + ["--evaluation", "True", "--eval_target", task, "--eval_episodes", str(cfg.eval_episodes),
+                          "--eval_num_envs", str(cfg.eval_num_envs)],
+            outputs=[str(exp_dir / "eval" / f"{task}_seed{cfg.code_seed}.json")],
+        ))
+    out.append(Phase(
+        "report", "report", "scripts.report",
+        ["--train_dir", str(cfg.out), "--out", cfg.report_dir],
+        outputs=[str(Path(cfg.report_dir) / "results.md")],
+    ))
+    return out
+
+
+ARRAY_ID = "$SLURM_ARRAY_TASK_ID"
+
+
+def _paper_plan(cfg: PipelineConfig) -> list[Phase]:
+    out: list[Phase] = []
+    for i, skill in enumerate(cfg.skills):
+        n = cfg.num_pairs or PAPER_NUM_PAIRS[skill]
+        out.append(Phase(
+            f"collect/{skill}", "collect", "scripts.collect_dataset",
+            ["--skill", skill, "--num_pairs", str(n), "--policy", cfg.collect_policy, "--out", cfg.dataset_dir,
+             "--num_workers", str(cfg.collect_workers), "--seed", str(cfg.data_seed + i)],
+            outputs=[str(Path(cfg.dataset_dir) / f"{skill}.npz")],
+            note=f"optional: the paper used the authors' released datasets ({n:,} pairs for {skill}); "
+                 "skip this phase when og_dataset/ holds them",
+        ))
+    n_chunks = max(1, int(cfg.annotate_chunks))
+    for skill in cfg.skills:
+        out.append(Phase(
+            f"annotate/{skill}", "annotate", "scripts.annotate_pairs",
+            ["--goal_key", skill, "--backend", cfg.annotate_backend, "--model", cfg.annotate_model,
+             "--num_gpus", str(cfg.annotate_gpus), "--directory", cfg.dataset_dir,
+             "--preference_dir", cfg.preference_dir, "--n_chunks", str(n_chunks), "--chunk_number", ARRAY_ID,
+             "--no_progress"],
+            array=f"0-{n_chunks - 1}",
+            note="one array task per chunk; vLLM tensor parallel over the node's GPUs",
+        ))
+        out.append(Phase(
+            f"merge/{skill}", "merge", "scripts.annotate_pairs",
+            ["--goal_key", skill, "--directory", cfg.dataset_dir, "--preference_dir", cfg.preference_dir,
+             "--n_chunks", str(n_chunks), "--merge"],
+            outputs=[str(Path(cfg.preference_dir) / f"{annotator(skill)}.npy")],
+            note="after every chunk of the array (a no-op when the last chunk already merged)",
+        ))
+    for skill in cfg.skills:
+        out.append(Phase(
+            f"reward/{skill}", "reward", "scripts.train_reward",
+            ["--experiment", annotator(skill), "--dataset_dir", cfg.dataset_dir,
+             "--preference_dir", cfg.preference_dir, "--train_dir", cfg.reward_train_dir,
+             "--batch_size", str(cfg.reward_batch_size), "--num_workers", str(cfg.reward_workers),
+             "--reward_lr", str(cfg.reward_lr), "--num_epochs", str(cfg.reward_epochs), "--seed", "777",
+             *_model_flags(cfg)],
+            outputs=[str(Path(cfg.reward_train_dir) / annotator(skill) / "reward_metrics" / "metrics.csv")],
+        ))
+    tasks = cfg.code_tasks or (cfg.code_task,)
+    for task in tasks:
+        out.append(Phase(
+            f"generate/{task}", "generate", "scripts.generate_code",
+            ["--task", task, "--seed", str(cfg.code_seed), "--model", cfg.coder_model, "--out_dir", "code_generation"],
+            outputs=[f"code_generation/{task}/_seed{cfg.code_seed}/execution.py"],
+        ))
+        out.append(Phase(
+            f"combine/{task}", "combine", "scripts.combine",
+            ["--task", task, "--seed", str(cfg.code_seed), "--gen_dir", "code_generation",
+             "--out_root", "rl_baseline/meta_policies"],
+            outputs=[f"rl_baseline/meta_policies/{task}/seed{cfg.code_seed}/execution.py"],
+        ))
+    train_args = skill_training_args(cfg)
+    out.append(Phase(
+        "train/skills", "train", "scripts.main",
+        train_args + ["--train_for_env_steps", str(cfg.train_for_env_steps),
+                      "--save_every_steps", str(cfg.save_every_steps)],
+        outputs=[str(Path(cfg.policy_train_dir) / cfg.experiment / "checkpoint_p0")],
+        note="resumes from the latest checkpoint when run again (requeue on preemption)",
+    ))
+    targets = tuple(cfg.eval_targets)
+    out.append(Phase(
+        "eval/targets", "eval", "scripts.main",
+        train_args + ["--evaluation", "True", "--eval_target", "${EVAL_TARGETS[$SLURM_ARRAY_TASK_ID]}",
+                      "--eval_episodes", str(cfg.eval_episodes), "--eval_num_envs", str(cfg.eval_num_envs)],
+        array=f"0-{len(targets) - 1}", array_values=targets,
+        note="one array task per evaluation target",
+    ))
+    out.append(Phase("report", "report", "scripts.report", ["--train_dir", cfg.out_dir, "--out", cfg.report_dir]))
+    return out
+
+
+def format_plan(phases: Sequence[Phase], python: str = "python") -> str:
+    """The plan as numbered shell commands with their notes."""
+    lines: list[str] = []
+    for i, ph in enumerate(phases, 1):
+        head = f"# [{i}/{len(phases)}] {ph.name}"
+        if ph.array:
+            head += f"  (slurm array {ph.array})"
+        lines.append(head)
+        if ph.note:
+            lines.append(f"#   {ph.note}")
+        if ph.array_values:
+            lines.append("EVAL_TARGETS=(" + " ".join(ph.array_values) + ")")
+        lines.append(ph.command(python))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- running
+@dataclass
+class PhaseResult:
+    phase: Phase
+    status: str  # "ok", "skipped", "failed"
+    seconds: float
+    returncode: int = 0
+    log_path: Optional[Path] = None
+
+
+def _marker(out_dir: Path, phase: Phase) -> Path:
+    return out_dir / STATE_DIR / (phase.name.replace("/", "__") + ".json")
+
+
+def has_state(out_dir: str | Path) -> bool:
+    """Whether ``out_dir`` holds an earlier pipeline run."""
+    return (Path(out_dir) / STATE_DIR).is_dir()
+
+
+def clean_out_dir(out_dir: str | Path) -> None:
+    """Removes an earlier pipeline run; refuses a folder the pipeline did not create."""
+    out = Path(out_dir)
+    if not out.exists():
+        return
+    if not has_state(out):
+        raise PipelineError(f"{out} exists but holds no pipeline run ({STATE_DIR}/ missing); not removing it")
+    shutil.rmtree(out)
+
+
+def phase_env(cwd: Path) -> dict[str, str]:
+    """The environment of a phase: the repository importable from any working directory."""
+    env = dict(os.environ)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(REPO_ROOT) not in paths and Path(cwd).resolve() != REPO_ROOT:
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + paths)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def rerun_command(phase: Phase, python: str, cwd: Path) -> str:
+    """The shell command that runs ``phase`` alone, exactly as the pipeline ran it."""
+    cmd = phase.command(python)
+    if Path(cwd).resolve() != REPO_ROOT:
+        cmd = f"PYTHONPATH={shlex.quote(str(REPO_ROOT))} {cmd}"
+    return cmd
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+def run_plan(
+    phases: Sequence[Phase],
+    out_dir: str | Path,
+    python: str = sys.executable,
+    resume: bool = False,
+    echo: Callable[[str], None] = logger.info,
+    stream: bool = False,
+    timeout_s: Optional[float] = None,
+) -> list[PhaseResult]:
+    """Runs the phases in order, each as a subprocess with its log under ``{out_dir}/logs/``.
+
+    With ``resume``, a phase whose marker from an earlier run holds the same command is
+    skipped. Stops at the first failure (its result is the last one returned).
+    """
+    out = Path(out_dir)
+    (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
+    (out / LOG_DIR).mkdir(parents=True, exist_ok=True)
+    cwd = Path.cwd()
+    env = phase_env(cwd)
+    results: list[PhaseResult] = []
+    for i, phase in enumerate(phases, 1):
+        label = f"[{i}/{len(phases)}] {phase.name}"
+        marker = _marker(out, phase)
+        command = phase.command(python)
+        if resume and marker.exists():
+            try:
+                done = json.loads(marker.read_text()).get("command") == command
+            except ValueError:
+                done = False
+            if done:
+                echo(f"{label}: skipped (finished in an earlier run)")
+                results.append(PhaseResult(phase, "skipped", 0.0))
+                continue
+        if phase.note:
+            echo(f"{label}: {phase.note}")
+        echo(f"{label}: {rerun_command(phase, python, cwd)}")
+        log_path = out / LOG_DIR / (phase.name.replace("/", "__") + ".log")
+        start = time.monotonic()
+        with log_path.open("w", encoding="utf-8") as log:
+            log.write(f"$ {command}\n")
+            log.flush()
+            proc = subprocess.Popen(phase.argv(python), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+            assert proc.stdout is not None
+            watchdog = threading.Timer(timeout_s, proc.kill) if timeout_s else None
+            if watchdog is not None:
+                watchdog.daemon = True
+                watchdog.start()
+            try:
+                for line in proc.stdout:
+                    log.write(line)
+                    if stream:
+                        echo("    " + line.rstrip("\n"))
+                rc = proc.wait()
+            finally:
+                if watchdog is not None:
+                    watchdog.cancel()
+            if watchdog is not None and rc != 0 and time.monotonic() - start >= timeout_s:
+                log.write(f"\n[stopped after --phase_timeout {timeout_s:g}s]\n")
+        seconds = time.monotonic() - start
+        if rc != 0:
+            echo(f"{label}: FAILED (exit status {rc}) after {seconds:.1f}s; last lines of {log_path}:")
+            for line in tail(log_path).splitlines():
+                echo("    " + line)
+            echo(f"phase {phase.name!r} failed. Re-run it alone with:\n    {rerun_command(phase, python, cwd)}")
+            results.append(PhaseResult(phase, "failed", seconds, rc, log_path))
+            return results
+        missing = [p for p in phase.outputs if not Path(p).exists()]
+        if missing:
+            echo(f"{label}: FAILED: exited 0 but did not write {', '.join(missing)} (log: {log_path})")
+            echo(f"phase {phase.name!r} failed. Re-run it alone with:\n    {rerun_command(phase, python, cwd)}")
+            results.append(PhaseResult(phase, "failed", seconds, 1, log_path))
+            return results
+        marker.write_text(json.dumps({"command": command, "seconds": round(seconds, 2)}))
+        echo(f"{label}: done in {seconds:.1f}s")
+        results.append(PhaseResult(phase, "ok", seconds, 0, log_path))
+    return results
+
+
+def timing_table(results: Sequence[PhaseResult]) -> str:
+    """Seconds per stage (phases of one stage summed) and in total."""
+    per_stage: dict[str, float] = {}
+    for r in results:
+        per_stage[r.phase.stage] = per_stage.get(r.phase.stage, 0.0) + r.seconds
+    width = max([len(s) for s in per_stage] + [5])
+    lines = [f"{s:<{width}}  {t:8.1f}s" for s, t in per_stage.items()]
+    lines.append(f"{'total':<{width}}  {sum(per_stage.values()):8.1f}s")
+    return "\n".join(lines)

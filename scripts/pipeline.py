@@ -1,0 +1,171 @@
+"""Run every phase of MaestroMotif end to end, or print / write the full-scale plan.
+
+Examples::
+
+    # every phase at toy scale on CPU (about 10 minutes on 2 cores), outputs in train_dir/pipeline_smoke/
+    python -m scripts.pipeline --preset smoke
+    # smaller still (the test suite's run), continuing an interrupted run
+    python -m scripts.pipeline --preset ci --out_dir /tmp/mm_ci --resume
+    # the paper's plan: every command with the paper's settings, and the slurm jobs
+    python -m scripts.pipeline --preset paper --write_slurm slurm_jobs/
+
+Each phase runs as ``python -m scripts.X ...``; a failure names the phase and prints the
+command that re-runs it alone.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rl_baseline.pipeline import (
+    PRESETS, PipelineError, build_plan, clean_out_dir, format_plan, has_state, make_config, run_plan, timing_table,
+)
+from rl_baseline.task_names import ALL_TASKS, EVAL_TASKS
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.pipeline",
+        description="Runs data collection, annotation, reward training, code generation (replayed), "
+                    "skill training, evaluation and the report in order (presets smoke, ci), or prints "
+                    "the full-scale plan (preset paper).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
+    p.add_argument("--preset", choices=tuple(PRESETS), default="smoke",
+                   help="smoke: every phase at toy scale on CPU; ci: smaller still; paper: print the full plan")
+    p.add_argument("--out_dir", default=None,
+                   help="where a smoke/ci run writes everything (default: train_dir/pipeline_{preset}); "
+                        "for paper, the root of the outputs in the printed plan (default: train_dir)")
+    p.add_argument("--resume", action="store_true",
+                   help="skip phases that finished in an earlier run into the same --out_dir")
+    p.add_argument("--clean", action="store_true",
+                   help="delete an earlier pipeline run in --out_dir first (only a folder the pipeline made)")
+    p.add_argument("--dry_run", action="store_true", help="print the commands without running them")
+    p.add_argument("--write_slurm", default=None, metavar="DIR",
+                   help="write one sbatch file per phase and submit_all.sh to DIR (any preset; made for paper)")
+    p.add_argument("--stream", action="store_true", help="show every phase's output live (always in its log file)")
+    p.add_argument("--phase_timeout", type=float, default=None, help="seconds after which a phase is stopped")
+    g = p.add_argument_group("sizes (override the preset)")
+    g.add_argument("--num_pairs", type=int, default=None, help="observation pairs collected per skill")
+    g.add_argument("--reward_epochs", type=int, default=None, help="reward-model training epochs")
+    g.add_argument("--train_for_env_steps", type=int, default=None, help="skill-training budget in env steps")
+    g.add_argument("--num_workers", type=int, default=None, help="sample-factory rollout worker processes")
+    g.add_argument("--num_envs_per_worker", type=int, default=None, help="environments per rollout worker")
+    g.add_argument("--max_episode_steps", type=int, default=None, help="episode step limit (training and evaluation)")
+    g.add_argument("--eval_episodes", type=int, default=None, help="evaluation episodes per target")
+    g.add_argument("--eval_num_envs", type=int, default=None, help="environments stepped together in evaluation")
+    g.add_argument("--eval_targets", type=_csv, default=None,
+                   help=f"comma-separated evaluation targets (default: all of {','.join(EVAL_TASKS)})")
+    g.add_argument("--annotate_chunks", type=int, default=None, help="annotation chunks per skill (paper plan)")
+    g.add_argument("--device", default=None, help="device of skill training: cpu or gpu")
+    c = p.add_argument_group("meta-policy check (the pipeline's check phase)")
+    c.add_argument("--check_meta_policies", action="store_true",
+                   help="only check the meta-policy modules (code check + reference unit test in the sandbox)")
+    c.add_argument("--meta_policy_root", default=None,
+                   help="folder with {task}/seed{N}/execution.py (default: the shipped rl_baseline/meta_policies)")
+    c.add_argument("--code_seed", type=int, default=None, help="meta-policy variant seed{N} (default 42)")
+    c.add_argument("--tasks", type=_csv, default=None, help=f"tasks to check (default: all of {','.join(ALL_TASKS)})")
+    return p
+
+
+def _check_meta_policies(args: argparse.Namespace) -> int:
+    from code_generation.verify import check_meta_policies
+
+    tasks = args.tasks or ALL_TASKS
+    bad = [t for t in tasks if t not in ALL_TASKS]
+    if bad:
+        print(f"error: --tasks: unknown task(s) {', '.join(bad)}; valid: {', '.join(ALL_TASKS)}", file=sys.stderr)
+        return 2
+    checks = check_meta_policies(tasks, 42 if args.code_seed is None else args.code_seed, args.meta_policy_root)
+    for c in checks:
+        print(f"{c.task:16s} {'ok    ' if c.ok else 'FAILED'} {c.path}: {c.detail}")
+    failed = [c.task for c in checks if not c.ok]
+    if failed:
+        print(f"error: meta-policy check failed for {', '.join(failed)}", file=sys.stderr)
+        return 1
+    print(f"all {len(checks)} meta-policies passed the code check and their reference unit test")
+    return 0
+
+
+BANNER = """\
+================================================================================
+ MaestroMotif pipeline, preset {preset}: every phase at toy scale, outputs in {out}
+ * annotation uses the HEURISTIC backend: a RULE-BASED STAND-IN for the LLM
+   annotator (no language model is called; no download, no network)
+ * code generation is REPLAYED from a recorded transcript ({replay})
+ * results at this scale are NOT comparable to the paper's
+================================================================================"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.check_meta_policies:
+        return _check_meta_policies(args)
+    overrides = dict(
+        out_dir=args.out_dir, num_pairs=args.num_pairs, reward_epochs=args.reward_epochs,
+        train_for_env_steps=args.train_for_env_steps, num_workers=args.num_workers,
+        num_envs_per_worker=args.num_envs_per_worker, max_episode_steps=args.max_episode_steps,
+        eval_episodes=args.eval_episodes, eval_num_envs=args.eval_num_envs, eval_targets=args.eval_targets,
+        annotate_chunks=args.annotate_chunks, device=args.device, code_seed=args.code_seed,
+    )
+    try:
+        cfg = make_config(args.preset, **overrides)
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    plan = build_plan(cfg)
+    if args.write_slurm:
+        from slurm.render import SlurmError, write_slurm
+
+        try:
+            written = write_slurm(plan, args.write_slurm, cfg)
+        except (SlurmError, OSError) as exc:
+            print(f"error: --write_slurm {args.write_slurm}: {exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {len(written)} files to {args.write_slurm} (submit with: bash {Path(args.write_slurm) / 'submit_all.sh'})")
+    if args.preset == "paper" or args.dry_run:
+        print(f"# MaestroMotif plan, preset {args.preset} ({len(plan)} commands)")
+        print(format_plan(plan))
+        return 0
+    if args.write_slurm:
+        return 0
+
+    out = Path(cfg.out_dir)
+    if args.clean:
+        try:
+            clean_out_dir(out)
+        except PipelineError as exc:
+            print(f"error: --clean: {exc}", file=sys.stderr)
+            return 2
+    elif out.exists() and any(out.iterdir()) and not args.resume:
+        what = "an earlier pipeline run" if has_state(out) else "files the pipeline did not write"
+        print(f"error: --out_dir {out} already holds {what}; pass --resume to continue it"
+              + (" or --clean to start over" if has_state(out) else " or choose another --out_dir"),
+              file=sys.stderr)
+        return 2
+    print(BANNER.format(preset=args.preset, out=out, replay=cfg.replay), flush=True)
+    results = run_plan(plan, out, resume=args.resume, echo=lambda s: print(s, flush=True), stream=args.stream,
+                       timeout_s=args.phase_timeout)
+    print("\ntime per stage:")
+    print(timing_table(results))
+    if not results or results[-1].status == "failed":
+        return 1
+
+    from rl_baseline.report import find_eval_results, results_table
+
+    evals = find_eval_results(cfg.policy_train_dir)
+    print(f"\nresults ({args.preset} preset; full report: {Path(cfg.report_dir) / 'results.md'}):\n")
+    print(results_table(evals, paper=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

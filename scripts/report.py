@@ -1,0 +1,55 @@
+"""Collect evaluation results, skill-training summaries and reward-model metrics into one report.
+
+Example::
+
+    python -m scripts.report --train_dir train_dir/pipeline_smoke
+    python -m scripts.report --train_dir train_dir/skill_policy --train_dir train_dir/skill_rewards \\
+        --out train_dir/report
+
+Prints the Markdown tables; writes ``{out}/results.md`` and PNG plots (success per task
+with error bars, per-skill intrinsic reward and skill share over training, reward-model
+validation accuracy per skill).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rl_baseline.report import ReportError, build_report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.report",
+        description="Collect */eval/*_seed*.json, sample-factory summaries / skill_stats.json and "
+                    "*/reward_metrics/metrics.csv below the given folders into results.md and PNG plots.",
+    )
+    p.add_argument("--train_dir", action="append", default=None,
+                   help="folder searched recursively (repeat the flag for several; default: train_dir)")
+    p.add_argument("--out", default=None,
+                   help="folder for results.md and the plots (default: {first --train_dir}/report)")
+    p.add_argument("--no_paper", action="store_true",
+                   help="leave out the paper's MaestroMotif column")
+    p.add_argument("--no_plots", action="store_true", help="write results.md only")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    roots = args.train_dir or ["train_dir"]
+    out = Path(args.out) if args.out else Path(roots[0]) / "report"
+    try:
+        report = build_report(roots, out, paper=not args.no_paper, plots=not args.no_plots)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.markdown)
+    print("wrote " + ", ".join(str(p) for p in report.files))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

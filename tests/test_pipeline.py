@@ -1,0 +1,186 @@
+"""scripts.pipeline: the plans of every preset, the runner's failure/resume behaviour, and
+the CI-sized run through every phase end to end."""
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rl_baseline.pipeline import (
+    DEFAULT_REPLAY, Phase, PipelineError, build_plan, make_config, run_plan, skill_training_args,
+)
+from rl_baseline.task_names import ALL_TASKS, EVAL_TASKS
+from rlaif.skills import SKILLS
+from scripts import pipeline as pipeline_cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def parse(phase: Phase):
+    if phase.module == "scripts.main":
+        from rl_baseline.sf.cfg import parse_cfg
+
+        return parse_cfg(phase.args)
+    return importlib.import_module(phase.module).build_parser().parse_args(phase.args)
+
+
+def test_small_plan_covers_every_phase_inside_out_dir(tmp_path):
+    out = tmp_path / "smoke"
+    cfg = make_config("smoke", out_dir=str(out))
+    plan = build_plan(cfg)
+    stages = [p.stage for p in plan]
+    assert stages == (["collect"] * 5 + ["annotate"] * 5 + ["reward"] * 5 + ["generate", "combine", "check", "train"]
+                      + ["eval"] * len(EVAL_TASKS) + ["report"])
+    parsed = {p.name: parse(p) for p in plan}
+    for skill in SKILLS:
+        c, a, r = parsed[f"collect/{skill}"], parsed[f"annotate/{skill}"], parsed[f"reward/{skill}"]
+        assert c.policy == "explorer" and c.skill == skill and Path(c.out) == out / "og_dataset"
+        assert a.backend == "heuristic" and Path(a.directory) == out / "og_dataset"
+        assert Path(a.preference_dir) == out / "preference" and a.goal_key == skill
+        assert Path(r.preference_dir) == out / "preference" and r.experiment == f"llama3_{skill}_default"
+    gen = parsed["generate/gnomish"]
+    assert gen.backend == "replay" and Path(gen.replay).resolve() == (REPO / DEFAULT_REPLAY).resolve()
+    assert Path(gen.out_dir) == out / "code_generation"
+    assert Path(parsed["combine/gnomish"].out_root) == out / "meta_policies"
+    train = parsed["train/skills"]
+    assert train.train_for_env_steps == cfg.train_for_env_steps and train.device == "cpu"
+    assert train.reward_dirs == [str(out / "skill_rewards" / f"llama3_{s}_default") for s in SKILLS]
+    assert Path(train.train_dir) == out / "skill_policy"
+    evals = [parsed[f"eval/{t}"] for t in EVAL_TASKS]
+    assert [e.eval_target for e in evals] == list(EVAL_TASKS)
+    assert all(e.evaluation and e.eval_episodes == cfg.eval_episodes and e.train_dir == train.train_dir
+               for e in evals)
+    # every path a phase writes is inside out_dir: the repository's data folders stay untouched
+    for phase in plan:
+        for path in phase.outputs:
+            assert Path(path).resolve().is_relative_to(out.resolve()), (phase.name, path)
+
+
+def test_sizes_are_flags_and_bad_values_are_refused():
+    cfg = make_config("ci", train_for_env_steps=1234, eval_targets=("gnomish", "buc"), eval_episodes=3)
+    plan = build_plan(cfg)
+    assert [p.name for p in plan if p.stage == "eval"] == ["eval/gnomish", "eval/buc"]
+    assert "1234" in next(p for p in plan if p.stage == "train").args
+    with pytest.raises(PipelineError, match="unknown eval target"):
+        make_config("ci", eval_targets=("moon",))
+    with pytest.raises(PipelineError, match="unknown preset"):
+        make_config("huge")
+    with pytest.raises(PipelineError, match="train_for_env_steps"):
+        make_config("ci", train_for_env_steps=0)
+
+
+def test_paper_plan_has_the_paper_settings(capsys):
+    assert pipeline_cli.main(["--preset", "paper"]) == 0
+    text = capsys.readouterr().out
+    cfg = make_config("paper")
+    plan = build_plan(cfg)
+    assert {p.name.split("/")[1] for p in plan if p.stage == "generate"} == set(ALL_TASKS)
+    train = parse(next(p for p in plan if p.stage == "train"))
+    assert (train.num_workers, train.num_envs_per_worker, train.batch_size) == (24, 20, 4096)
+    assert train.train_for_env_steps == 4_000_000_000 and train.max_episode_steps == 10_000
+    assert train.seed == 2 and train.code_seed == 42 and train.save_every_steps == 50_000_000
+    reward = parse(next(p for p in plan if p.stage == "reward"))
+    assert (reward.batch_size, reward.reward_lr, reward.num_epochs, reward.seed) == (1000, 1e-5, 20, 777)
+    assert reward.dataset_dir == "og_dataset" and reward.preference_dir == "preference"
+    for phase in plan:
+        assert phase.command() in text
+    assert "heuristic" not in text and "replay" not in text
+
+
+def test_meta_policy_check_phase(capsys, tmp_path):
+    assert pipeline_cli.main(["--check_meta_policies", "--tasks", "gnomish,buc"]) == 0
+    assert "all 2 meta-policies passed" in capsys.readouterr().out
+    bad = tmp_path / "meta" / "gnomish" / "seed42"
+    bad.mkdir(parents=True)
+    (bad / "execution.py").write_text("import os\n\nclass NetHackPlayer:\n    pass\n")
+    assert pipeline_cli.main(["--check_meta_policies", "--tasks", "gnomish", "--meta_policy_root",
+                              str(tmp_path / "meta")]) == 1
+    captured = capsys.readouterr()
+    assert "FAILED" in captured.out and "refused by the code check" in captured.out
+    assert "failed for gnomish" in captured.err
+
+
+def test_failure_names_the_phase_and_the_command_and_resume_skips_done_phases(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p").mkdir()
+    ok = Phase("check/one", "check", "scripts.pipeline", ["--check_meta_policies", "--tasks", "gnomish"])
+    bad = Phase("report/none", "report", "scripts.report", ["--train_dir", str(tmp_path / "nothing_here")])
+    lines: list[str] = []
+    results = run_plan([ok, bad], tmp_path / "out", echo=lines.append)
+    assert [r.status for r in results] == ["ok", "failed"] and results[-1].returncode == 2
+    text = "\n".join(lines)
+    assert "phase 'report/none' failed. Re-run it alone with:" in text
+    rerun = text.split("Re-run it alone with:\n")[1].splitlines()[0].strip()
+    assert "-m scripts.report --train_dir" in rerun and "no such folder" in text  # the log tail is shown
+    # the printed command is what ran: running it again fails the same way
+    proc = subprocess.run(rerun, shell=True, capture_output=True, text=True)
+    assert proc.returncode == 2 and "no such folder" in proc.stderr
+
+    lines.clear()
+    results = run_plan([ok, bad], tmp_path / "out", echo=lines.append, resume=True)
+    assert [r.status for r in results] == ["skipped", "failed"]
+    # a changed command is not taken for done
+    changed = Phase("check/one", "check", "scripts.pipeline", ["--check_meta_policies", "--tasks", "buc"])
+    assert run_plan([changed], tmp_path / "out", echo=lines.append, resume=True)[0].status == "ok"
+    # a phase past its time limit is stopped and reported as failed
+    slow = Phase("check/slow", "check", "scripts.pipeline", ["--check_meta_policies"])
+    (result,) = run_plan([slow], tmp_path / "out", echo=lines.append, timeout_s=0.05)
+    assert result.status == "failed" and "stopped after --phase_timeout" in result.log_path.read_text()
+
+
+def test_cli_refuses_an_existing_out_dir_without_resume(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    assert pipeline_cli.main(["--preset", "ci", "--out_dir", str(out)]) == 2
+    assert "did not write" in capsys.readouterr().err
+    assert pipeline_cli.main(["--preset", "ci", "--out_dir", str(out), "--clean"]) == 2
+    assert "holds no pipeline run" in capsys.readouterr().err
+    assert (out / "precious.txt").read_text() == "keep me"
+
+
+def _listing(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+def test_ci_pipeline_runs_every_phase_end_to_end(tmp_path):
+    """The CI-sized run (about 3 minutes on 2 cores): every phase for real, nothing written to the repo."""
+    before = {d: _listing(REPO / d) for d in ("og_dataset", "preference", "train_dir")}
+    out = tmp_path / "ci_run"
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "scripts.pipeline", "--preset", "ci", "--out_dir", str(out)]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-5000:]
+    assert "RULE-BASED STAND-IN" in text and "NOT comparable" in text
+    n = len(build_plan(make_config("ci", out_dir=str(out))))
+    assert text.count(": done in ") == n
+    for skill in SKILLS:
+        assert (out / "og_dataset" / f"{skill}.npz").is_file()
+        assert (out / "preference" / f"llama3_{skill}_default.npy").is_file()
+        assert list((out / "skill_rewards" / f"llama3_{skill}_default" / "checkpoint_p0").glob("*.pth"))
+    assert (out / "meta_policies" / "gnomish" / "seed42" / "execution.py").is_file()
+    table = text.split("results (ci preset")[1]
+    for task in EVAL_TASKS:
+        assert (out / "skill_policy" / "ci" / "eval" / f"{task}_seed42.json").is_file()
+        assert f"| {task} |" in table
+    assert "MaestroMotif (paper, not comparable)" in table
+    assert (out / "report" / "results.md").is_file() and (out / "report" / "success.png").is_file()
+    assert {d: _listing(REPO / d) for d in before} == before
+
+    again = subprocess.run(cmd + ["--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert again.stdout.count("skipped (finished in an earlier run)") == n
+
+
+def test_training_flags_are_shared_by_training_and_evaluation():
+    cfg = make_config("ci")
+    plan = build_plan(cfg)
+    shared = skill_training_args(cfg)
+    for phase in plan:
+        if phase.module == "scripts.main":
+            assert phase.args[: len(shared)] == shared

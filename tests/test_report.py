@@ -1,0 +1,145 @@
+"""scripts.report: evaluation JSONs, training summaries and reward metrics into Markdown and plots;
+the paper's numbers in one place."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from rl_baseline.paper_results import PAPER_RESULTS, format_value
+from rl_baseline.report import (
+    ReportError, build_report, find_eval_results, find_training_runs, load_eval_result, results_table,
+)
+from rl_baseline.sf.evaluate import EpisodeResult, summarize, write_results
+from rl_baseline.task_names import EVAL_TASKS, TASK_MEASURE
+from rlaif.skills import SKILLS
+from rlaif.train_reward import METRICS_HEADER
+from scripts import report as report_cli
+
+
+def write_eval(root: Path, experiment: str, task: str, successes: list[bool], counts: list[float]) -> Path:
+    episodes = [EpisodeResult(success=s, count=c, value=c, length=100 + i,
+                              skill_share={k: (1.0 if k == "discoverer" else 0.0) for k in SKILLS})
+                for i, (s, c) in enumerate(zip(successes, counts))]
+    summary = summarize(task, TASK_MEASURE[task], episodes, SKILLS)
+    summary.update(code_seed=42, experiment=experiment, checkpoint="x.pth", env_steps=5000, deterministic=False)
+    stem = root / experiment / "eval" / f"{task}_seed42"
+    write_results(stem, summary, SKILLS)
+    return stem.with_suffix(".json")
+
+
+def write_reward_metrics(root: Path, skill: str, val_accs: list[float]) -> Path:
+    path = root / f"llama3_{skill}_default" / "reward_metrics" / "metrics.csv"
+    path.parent.mkdir(parents=True)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(METRICS_HEADER)
+        for i, acc in enumerate(val_accs):
+            row = {"epoch": i + 1, "iteration": 10 * (i + 1), "train_loss": 0.6, "train_acc": 0.7,
+                   "val_loss": 0.65, "val_acc": acc}
+            w.writerow([row[k] for k in METRICS_HEADER])
+    return path
+
+
+def write_tensorboard(exp_dir: Path) -> None:
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(exp_dir / ".summary" / "0"))
+    for step, share in ((1000, 0.9), (2000, 0.6), (3000, 0.5)):
+        writer.add_scalar("skills/discoverer_share_mean", share, step)
+        writer.add_scalar("skills/descender_share_mean", 1.0 - share, step)
+        writer.add_scalar("intrinsic/discoverer_mean_mean", share / 10, step)
+        writer.add_scalar("perf/_fps", 100.0, step)  # not a skill statistic: ignored
+    writer.close()
+
+
+def test_paper_numbers_cover_every_eval_task_and_format_by_measure():
+    assert tuple(PAPER_RESULTS) == EVAL_TASKS
+    assert PAPER_RESULTS["gnomish"].formatted() == "46.0% +- 1.7"
+    assert PAPER_RESULTS["buc"].formatted() == "1.60 +- 0.01"
+    assert PAPER_RESULTS["minetown"].formatted() == "7.2% +- 0.5"
+    assert format_value("success", float("nan")) == "n/a"
+    assert format_value("count", 0.5) == "0.50"
+
+
+def test_results_table_from_evaluation_files(tmp_path):
+    path = write_eval(tmp_path, "e1", "gnomish", [True, False, True, True], [0, 0, 0, 0])
+    write_eval(tmp_path, "e1", "transactions", [False, False], [1.0, 2.0])
+    (tmp_path / "e1" / "eval" / "delphi_seed42.json").write_text("{not json")
+    results = find_eval_results(tmp_path)
+    assert [r.task for r in results] == ["gnomish", "transactions"]  # the broken file is skipped
+    g = load_eval_result(path)
+    assert g.mean == pytest.approx(0.75) and g.episodes == 4 and g.experiment == "e1" and g.code_seed == 42
+    table = results_table(results)
+    lines = table.splitlines()
+    assert lines[0].startswith("| task | measure | value +- s.e. | episodes | MaestroMotif")
+    assert "| gnomish | success | 75.0% +- 25.0 | 4 | 46.0% +- 1.7 |" in lines
+    assert "| transactions | count | 1.50 +- 0.50 | 2 | 0.66 +- 0.01 |" in lines
+    assert "NOT comparable" in table
+    assert "MaestroMotif" not in results_table(results, paper=False)
+
+
+def test_several_experiments_get_their_own_column(tmp_path):
+    write_eval(tmp_path, "a", "gnomish", [True], [0])
+    write_eval(tmp_path, "b", "gnomish", [False], [0])
+    table = results_table(find_eval_results(tmp_path))
+    assert table.splitlines()[0].startswith("| experiment | task")
+    assert "| a | gnomish |" in table and "| b | gnomish |" in table
+
+
+def test_training_series_from_tensorboard_and_skill_stats(tmp_path):
+    exp = tmp_path / "skill_policy" / "run1"
+    write_tensorboard(exp)
+    only_json = tmp_path / "skill_policy" / "run2"
+    only_json.mkdir(parents=True)
+    (only_json / "skill_stats.json").write_text(json.dumps(
+        {"env_steps": 777, "means": {"skills/merchant_share": 0.25, "intrinsic/merchant_mean": 0.01}}))
+    runs = {r.experiment: r for r in find_training_runs(tmp_path)}
+    steps, shares = runs["run1"].skill_series("share", "discoverer")
+    assert steps == [1000, 2000, 3000] and shares == pytest.approx([0.9, 0.6, 0.5])
+    assert runs["run1"].skill_series("intrinsic", "discoverer")[1] == pytest.approx([0.09, 0.06, 0.05])
+    assert not any(tag.startswith("perf/") for tag in runs["run1"].series)
+    assert runs["run2"].skill_series("share", "merchant") == ([777], [0.25])
+    assert runs["run2"].skill_series("share", "discoverer") == ([], [])
+
+
+def test_report_cli_writes_markdown_and_plots(tmp_path, capsys):
+    root = tmp_path / "run"
+    for task in ("gnomish", "buc"):
+        write_eval(root / "skill_policy", "smoke", task, [True, False], [1.0, 3.0])
+    write_tensorboard(root / "skill_policy" / "smoke")
+    for i, skill in enumerate(SKILLS):
+        write_reward_metrics(root / "skill_rewards", skill, [0.5, 0.6 + 0.05 * i])
+    out = tmp_path / "report"
+    assert report_cli.main(["--train_dir", str(root), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    md = (out / "results.md").read_text()
+    assert "| gnomish | success | 50.0% +- 50.0 | 2 | 46.0% +- 1.7 |" in md
+    assert "| buc | count | 2.00 +- 1.00 | 2 | 1.60 +- 0.01 |" in md
+    assert "| llama3_merchant_default | merchant | 20 | 70.0% | 80.0% |" in md
+    assert "| smoke | discoverer | 50.0% | 0.0500 |" in md
+    for name in ("success.png", "skill_training.png", "reward_accuracy.png"):
+        assert (out / name).stat().st_size > 1000 and f"({name})" in md
+    assert "| gnomish | success |" in printed
+
+
+def test_report_of_nothing_fails_clearly(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert report_cli.main(["--train_dir", str(tmp_path / "empty")]) == 2
+    assert "found nothing to report" in capsys.readouterr().err
+    assert not (tmp_path / "empty" / "report").exists()
+    assert report_cli.main(["--train_dir", str(tmp_path / "missing")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    with pytest.raises(ReportError, match="not an evaluation result"):
+        bad = tmp_path / "x.json"
+        bad.write_text(json.dumps({"hello": 1}))
+        load_eval_result(bad)
+
+
+def test_only_markdown_without_plots(tmp_path):
+    write_eval(tmp_path / "p", "e", "price", [False], [2.0])
+    report = build_report([tmp_path / "p"], tmp_path / "out", plots=False)
+    assert [p.name for p in report.files] == ["results.md"]
+    assert "| price | count | 2.00 +- 0.00 | 1 | 0.47 +- 0.01 |" in report.markdown
