@@ -10,7 +10,7 @@ For 2-3 the rate is sample-factory's 10-second FPS reports after a warm-up, aver
 (sustained rate, start-up excluded). The ratio (2)/(3) is the cost of the intrinsic
 reward (target >= 0.9).
 
-Usage: ``python -m bench.train_throughput [--steps 60000] [--reward_dirs "[...]"]``.
+Usage: ``python -m bench.train_throughput [--steps 20000] [--reward_dirs "[...]"]``.
 Without ``--reward_dirs`` tiny reward models are trained on a synthetic dataset first.
 """
 from __future__ import annotations
@@ -74,7 +74,7 @@ def training_rate(reward_dirs: list[str], llm_reward: float, steps: int, warmup_
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=60_000, help="env steps per training run")
+    p.add_argument("--steps", type=int, default=20_000, help="env steps per training run")
     p.add_argument("--raw_steps", type=int, default=20_000, help="env steps of the raw NLE measurement")
     p.add_argument("--warmup_reports", type=int, default=2, help="10-second FPS reports skipped as warm-up")
     p.add_argument("--reward_dirs", type=str, default=None, help="five reward directories as a list literal")

@@ -9,8 +9,23 @@ Training (the release's command; ``--env`` defaults to the skill environment)::
         --reward_dir "['train_dir/skill_rewards/llama3_discoverer_default', ...]" \\
         --extrinsic_reward 0.0 --llm_reward 0.1 --train_dir train_dir/skill_policy/ --experiment default
 
-Evaluation: the same command plus ``--evaluation True --eval_target goldenexit``.
-All of sample-factory's flags are accepted too (``--help`` lists them).
+Evaluation: the same command plus ``--evaluation True --eval_target goldenexit`` (any of
+gnomish, delphi, minetown, transactions, price, buc, goldenexit, levelupsell, discoveryhunger);
+results go to ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}``.
+
+Motif single-reward runs (one skill, one reward model, no meta-policy)::
+
+    python -m scripts.main --env nle_fixed_eat_action --root_env NetHackScore-v1 \\
+        --reward_dir train_dir/skill_rewards/llama3_discoverer_default \\
+        --extrinsic_reward 0.1 --llm_reward 0.1 --beta_count_exponent 3 --eps_threshold_quantile 0.5 \\
+        --experiment motif_score
+
+Game reward only (no reward model): ``--env nle_fixed_eat_action --root_env NetHackScore-v1
+--llm_reward 0 --extrinsic_reward 1``. Either is evaluated like the skill policy, with its own
+``--experiment`` (its environment is read from the saved configuration).
+
+All of sample-factory's flags are accepted too (``--help`` lists them). A worker that dies ends
+the run with exit status 1; a bad configuration is reported before any worker starts (status 2).
 """
 from __future__ import annotations
 

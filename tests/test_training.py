@@ -237,6 +237,10 @@ def test_motif_command_line_is_single_skill():
     assert cfg.num_skills == 1 and cfg.reward_dirs == ["rd"] and cfg.threshold_quantiles == [0.5]
     env_cfg = SkillEnvConfig.from_cfg(cfg)
     assert env_cfg.task is None and env_cfg.root_env == "NetHackStaircaseLvl3-v1"
+    assert cfg.cli_args["env"] == "nle_fixed_eat_action"
+    # without --env the skill env is the default, but a saved experiment's env is not overridden
+    plain = parse_cfg(["--experiment", "m", "--llm_reward", "0"])
+    assert plain.env == "nle_skill" and "env" not in plain.cli_args
 
 
 def test_motif_task_reward_and_continual_variant():
@@ -273,6 +277,150 @@ def test_motif_task_reward_and_continual_variant():
     score = MotifTaskReward(Depths(), "NetHackScore-v1")
     score.reset()
     assert score.step(0)[1] == 5.0
+
+
+def test_motif_env_and_model_run_one_step_in_process():
+    """The single-reward (Motif) environment and a one-skill network, built as sample-factory builds them."""
+    import torch
+    from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
+    from sample_factory.envs.create_env import create_env
+    from sample_factory.model.actor_critic import create_actor_critic
+    from sample_factory.model.model_utils import get_rnn_size
+
+    from rl_baseline.sf.cfg import parse_cfg
+    from rl_baseline.sf.env import MotifTaskReward, register_envs
+
+    cfg = parse_cfg(["--env", "nle_fixed_eat_action", "--root_env", "NetHackStaircaseContinual-v1",
+                     "--llm_reward", "0", "--extrinsic_reward", "10.0", "--max_episode_steps", "20", "--device", "cpu"])
+    register_envs()
+    env = create_env(cfg.env, cfg=cfg, env_config=None)
+    assert isinstance(env.env, MotifTaskReward) and env.env.continual and env.env.task == "Staircase"
+    obs, info = env.reset(seed=1)
+    assert obs["skill_onehot"].shape == (1,) and obs["skill_onehot"][0] == 1.0
+    model = create_actor_critic(cfg, env.observation_space, env.action_space)
+    batch = {k: torch.from_numpy(np.asarray(v)[None].copy()) for k, v in obs.items()}
+    with torch.no_grad():
+        out = model(prepare_and_normalize_obs(model, batch), torch.zeros(1, get_rnn_size(cfg)))
+    action = int(out["actions"].reshape(-1)[0])
+    assert 0 <= action < env.action_space.n
+    _, reward, terminated, truncated, info = env.step(action)
+    assert reward in (0.0, 10.0) and "true_objective" in info
+    env.close()
+
+
+# The two commands of the original release's README, character for character (including its
+# lines without a trailing backslash: they are read here as one command line).
+RELEASE_EVAL_COMMAND = """python -m scripts.main --algo APPO --num_workers 24 --num_envs_per_worker 20 \\
+                       --batch_size 4096 --reward_scale 0.1 --obs_scale 255.0 \\
+                       --train_for_env_steps 5_000_000_000 --save_every_steps 6_000_000_000 \\
+                       --code_seed 42 --seed 2  --stats_avg 1000
+                       --train_dir train_dir/skill_policy/ --experiment default \\
+                       --reward_dir "['train_dir/skill_rewards/llama3_discoverer_default',
+                                      'train_dir/skill_rewards/llama3_descender_default',
+                                      'train_dir/skill_rewards/llama3_ascender_default',
+                                      'train_dir/skill_rewards/llama3_worshipper_default',
+                                      'train_dir/skill_rewards/llama3_merchant_default']"
+                         --evaluation True --eval_target goldenexit
+"""
+RELEASE_TRAIN_COMMAND = """python -m scripts.main --algo APPO  --num_workers 24 --num_envs_per_worker 20 \\
+                       --batch_size 4096 --reward_scale 0.1 --obs_scale 255.0 \\
+                       --train_for_env_steps 4_000_000_000 --save_every_steps 50_000_000 \\
+                       --keep_checkpoints 5 --stats_avg 1000 --seed 2 --code_seed 42  \\
+                       --reward_dir "['train_dir/skill_rewards/llama3_discoverer_default',
+                                      'train_dir/skill_rewards/llama3_descender_default',
+                                      'train_dir/skill_rewards/llama3_ascender_default',
+                                      'train_dir/skill_rewards/llama3_worshipper_default',
+                                      'train_dir/skill_rewards/llama3_merchant_default']"
+                       --extrinsic_reward 0.0 --llm_reward 0.1
+                       --train_dir train_dir/skill_policy/
+                       --experiment default
+"""
+
+
+def _release_argv(command: str) -> list[str]:
+    import shlex
+
+    argv = shlex.split(command.replace("\\\n", " "))
+    assert argv[:3] == ["python", "-m", "scripts.main"]
+    return argv[3:]
+
+
+def test_release_readme_commands_parse_verbatim():
+    from rl_baseline.sf.cfg import SkillEnvConfig, parse_cfg
+
+    expected_dirs = [f"train_dir/skill_rewards/llama3_{s}_default" for s in SKILLS]
+    train = parse_cfg(_release_argv(RELEASE_TRAIN_COMMAND))
+    assert train.env == "nle_skill" and train.evaluation is False and train.num_skills == len(SKILLS)
+    assert train.reward_dirs == expected_dirs and train.threshold_quantiles == [0.95, 0.85, 0.85, 0.85, 0.85]
+    assert (train.num_workers, train.num_envs_per_worker, train.batch_size) == (24, 20, 4096)
+    assert train.train_for_env_steps == 4_000_000_000 and train.save_every_steps == 50_000_000
+    assert train.keep_checkpoints == 5 and train.stats_avg == 1000 and train.reward_scale == 0.1
+    assert (train.seed, train.code_seed, train.llm_reward, train.extrinsic_reward) == (2, 42, 0.1, 0.0)
+    assert train.train_dir == "train_dir/skill_policy/" and train.experiment == "default"
+    assert train.restart_behavior == "resume"
+    assert SkillEnvConfig.from_cfg(train).task == "exploration"
+
+    ev = parse_cfg(_release_argv(RELEASE_EVAL_COMMAND))
+    assert ev.evaluation is True and ev.eval_target == "goldenexit" and ev.reward_dirs == expected_dirs
+    assert ev.train_for_env_steps == 5_000_000_000 and ev.save_every_steps == 6_000_000_000
+    assert SkillEnvConfig.from_cfg(ev).task == "goldenexit"
+
+
+def test_release_evaluation_without_checkpoint_is_a_clear_error(tmp_path):
+    proc = run_main(_release_argv(RELEASE_EVAL_COMMAND) + ["--device", "cpu"], tmp_path, timeout=120)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2, text[-3000:]
+    assert "train_dir/skill_policy" in text and "Traceback" not in text
+    assert not (tmp_path / "train_dir" / "skill_policy" / "default" / "eval").exists()
+
+
+def test_extrinsic_only_baseline_needs_no_reward_model():
+    from rl_baseline.sf.cfg import SkillEnvConfig, parse_cfg, validate_cfg
+
+    cfg = parse_cfg(["--env", "nle_fixed_eat_action", "--root_env", "NetHackScore-v1", "--llm_reward", "0",
+                     "--extrinsic_reward", "1"])
+    assert validate_cfg(cfg) == [] and cfg.reward_dirs == []
+    env_cfg = SkillEnvConfig.from_cfg(cfg)
+    assert env_cfg.llm_reward == 0.0 and env_cfg.extrinsic_reward == 1.0 and env_cfg.num_skills == 1
+
+
+BROKEN_ENV_MODULE = """
+def make(full_env_name, cfg, env_config=None, render_mode=None):
+    from rl_baseline.sf import env as E
+    everywhere = {everywhere}
+    if everywhere or (env_config is not None and env_config.get("worker_index", -1) == 1):
+        raise RuntimeError("simulated environment failure")
+    return E.build_skill_env(E.SkillEnvConfig.from_cfg(cfg))
+"""
+BROKEN_DRIVER = """
+import sys
+import broken_env
+import rl_baseline.sf.env as E
+E.make_sf_env = broken_env.make  # register_envs() registers this factory
+from scripts.main import main
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("where", ["one_worker", "everywhere"])
+def test_environment_failure_ends_the_run_with_an_error(tmp_path, where):
+    """A rollout worker whose environment fails stops the run (no hang); an env that cannot be
+    built at all is reported before any worker starts."""
+    (tmp_path / "broken_env.py").write_text(BROKEN_ENV_MODULE.replace("{everywhere}", str(where == "everywhere")))
+    (tmp_path / "drive.py").write_text(BROKEN_DRIVER)
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{tmp_path}", OMP_NUM_THREADS="1")
+    args = ["--num_workers", "2", "--num_envs_per_worker", "2", "--batch_size", "256", "--rollout", "32",
+            "--max_episode_steps", "100", "--device", "cpu", "--train_dir", str(tmp_path / "runs"),
+            "--experiment", where, "--llm_reward", "0", "--train_for_env_steps", "100000"]
+    proc = run_command([sys.executable, str(tmp_path / "drive.py"), *args], tmp_path, env, timeout=150)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0, text[-3000:]
+    assert "simulated environment failure" in text
+    if where == "one_worker":
+        assert "worker process exited during training: rollout_proc1" in text
+    else:
+        assert "building the environment failed" in text and "RolloutWorker" not in text
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -336,10 +484,24 @@ def _meta_policy_root(tmp: Path) -> Path:
     return root
 
 
-def run_main(args: list[str], cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
+def run_command(cmd: list[str], cwd: Path, env: dict, timeout: int) -> subprocess.CompletedProcess:
+    """Runs ``cmd`` in its own process group; on timeout the whole group (workers included) is killed."""
+    import signal
+
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(cmd[:3])} ... did not finish within {timeout} s:\n{out[-2000:]}{err[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def run_main(args: list[str], cwd: Path, timeout: int = 200) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "scripts.main", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return run_command([sys.executable, "-m", "scripts.main", *args], cwd, env, timeout)
 
 
 @pytest.fixture(scope="module")
@@ -365,7 +527,9 @@ def test_training_run_writes_checkpoint_and_skill_stats(trained):
     tmp, _, _, proc = trained
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     exp = tmp / "skill_policy" / "e2e"
-    assert _checkpoints(exp), "no checkpoint written"
+    # --save_every_steps 3000 adds a checkpoint half way through (the time-based one would wait 120 s)
+    steps = [int(c.stem.split("_")[-1]) for c in _checkpoints(exp)]
+    assert len(steps) >= 2 and steps[0] < 6000 <= steps[-1], steps
     stats = json.loads((exp / "skill_stats.json").read_text())["means"]
     nonzero = [s for s in SKILLS if abs(stats.get(f"intrinsic/{s}_mean", 0.0)) > 0]
     assert len(nonzero) >= 2, stats

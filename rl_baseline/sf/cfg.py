@@ -184,11 +184,16 @@ def parse_cfg(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parses the full configuration with sample-factory's parser extended by our flags."""
     from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
 
-    argv = _translate_argv(sys.argv[1:] if argv is None else argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    argv = _translate_argv(raw)
     parser, _ = parse_sf_args(argv, evaluation=False)
     add_maestro_args(parser)
     parser.set_defaults(**PAPER_DEFAULTS, device=_default_device())
     cfg = parse_full_cfg(parser, argv)
+    if not any(a == "--env" or a.startswith("--env=") for a in raw):
+        # --env was filled in for sample-factory's parser, not given: a saved experiment's own
+        # environment (resume, evaluation) must win over this default
+        cfg.cli_args.pop("env", None)
     finalize_cfg(cfg)
     return cfg
 

@@ -5,6 +5,10 @@ This is ``sample_factory.train.run_rl`` with two observers attached to the runne
 * :class:`StepCheckpointer` turns the release's ``--save_every_steps`` into a
   checkpoint request every N env steps (sample-factory 2 only has a timer,
   ``--save_every_sec``, which keeps working alongside);
+* :class:`ProcessWatchdog` ends the run with a failure status as soon as one of
+  sample-factory's processes (rollout, inference or learner worker) has exited while
+  training is still going: sample-factory itself would otherwise keep waiting for
+  the dead worker's samples (or, at best, notice after ``--heartbeat_reporting_interval``);
 * :class:`SkillStatsObserver` writes per-skill means of the episode statistics
   (``skills/...`` and ``intrinsic/...`` keys of ``episode_extra_stats``) to tensorboard
   as soon as there are any (sample-factory's own summaries wait for ``--stats_avg``
@@ -17,7 +21,8 @@ import json
 import logging
 import math
 import os
-from typing import Any
+import time
+from typing import Any, Optional
 
 import numpy as np
 
@@ -96,6 +101,108 @@ class SkillStatsObserver(_observer_base()):  # type: ignore[misc]
             logger.info("intrinsic reward cache hit rate %.3f (final)", means["intrinsic/cache_hit_rate"])
 
 
+def _runner_processes(runner: Any) -> list:
+    """Every child process of a parallel run (learners, then inference and rollout workers)."""
+    procs = list(getattr(runner, "processes", []) or [])
+    sampler = getattr(runner, "sampler", None)
+    procs += list(getattr(sampler, "processes", []) or [])
+    return procs
+
+
+def _exitcode(proc: Any) -> Optional[int]:
+    """Exit code of a sample-factory ``EventLoopProcess`` (None while running or not started)."""
+    inner = getattr(proc, "_process", proc)
+    return getattr(inner, "exitcode", None)
+
+
+class ProcessWatchdog(_observer_base()):  # type: ignore[misc]
+    """Fails the run fast when a worker process dies (see the module docstring).
+
+    Every ``interval`` seconds (a timer on the runner's event loop) the child processes are
+    polled; the first one found exited makes the runner stop with ``FAILURE``. If the
+    remaining components have not stopped ``grace`` seconds later, the runner's event loop
+    is stopped directly so that the main process can exit.
+    """
+
+    def __init__(self, interval: float = 2.0, grace: float = 30.0) -> None:
+        self.interval = float(interval)
+        self.grace = float(grace)
+        self.failed_at: Optional[float] = None
+        self.dead: list[str] = []
+        self._timer: Any = None
+        self._poll: Any = None
+
+    def on_start(self, runner: Any) -> None:
+        if not _runner_processes(runner):
+            return  # serial mode: errors surface in this process
+        from signal_slot.signal_slot import EventLoopObject, Timer
+
+        class _Poll(EventLoopObject):  # signal-slot connects signals to methods of loop objects only
+            def poll(poll_self) -> None:
+                self.check(runner)
+
+        self._poll = _Poll(runner.event_loop, "maestro_process_watchdog")
+        self._timer = Timer(runner.event_loop, self.interval)
+        self._timer.timeout.connect(self._poll.poll)
+
+    def check(self, runner: Any) -> None:
+        from sample_factory.algo.utils.misc import ExperimentStatus
+
+        if self.failed_at is not None:
+            if time.time() - self.failed_at > self.grace:
+                logger.error("components did not stop within %.0f s of the worker failure; stopping now", self.grace)
+                self._timer.stop()
+                runner.event_loop.stop()
+            return
+        if getattr(runner, "stopped", False):
+            return
+        dead = [f"{p.name} (exit code {_exitcode(p)})" for p in _runner_processes(runner) if _exitcode(p) is not None]
+        if not dead:
+            return
+        self.dead = dead
+        self.failed_at = time.time()
+        logger.error("worker process exited during training: %s; stopping the run (see its traceback above)",
+                     ", ".join(dead))
+        runner._stop_training(failed=True)
+        runner.status = ExperimentStatus.FAILURE
+
+
+def _terminate_children(runner: Any, timeout: float = 10.0) -> None:
+    """After a failed run: gives live children ``timeout`` seconds to finish, then terminates them."""
+    deadline = time.time() + timeout
+    for proc in _runner_processes(runner):
+        try:
+            proc.join(max(0.0, deadline - time.time()))
+            if proc.is_alive():
+                logger.warning("terminating %s", proc.name)
+                proc.terminate()
+                proc.join(5.0)
+        except (AssertionError, ValueError):  # never started / already closed
+            continue
+
+
+def probe_env(cfg: Any) -> None:
+    """Builds and resets one environment in this process; raises :class:`ConfigError` if that fails.
+
+    sample-factory probes the environment in a child process and waits for its answer
+    without a timeout, so an environment that cannot be built would hang the run there.
+    """
+    from sample_factory.envs.create_env import create_env
+
+    from rl_baseline.sf.cfg import ConfigError
+
+    try:
+        env = create_env(cfg.env, cfg=cfg, env_config=None)
+        try:
+            env.reset()
+        finally:
+            env.close()
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"--env {cfg.env}: building the environment failed: {type(exc).__name__}: {exc}") from exc
+
+
 def train(cfg: Any) -> int:
     """Validates, registers, and runs sample-factory training; returns its status code."""
     from sample_factory.algo.runners.runner_parallel import ParallelRunner
@@ -112,10 +219,19 @@ def train(cfg: Any) -> int:
         finalize_cfg(cfg)
     validate_cfg(cfg)
     register_envs()
+    probe_env(cfg)
     runner = (SerialRunner if cfg.serial_mode else ParallelRunner)(cfg)
     runner.register_observer(StepCheckpointer(cfg.save_every_steps))
     runner.register_observer(SkillStatsObserver(experiment_dir(cfg=cfg)))
+    watchdog = ProcessWatchdog()
+    runner.register_observer(watchdog)
     status = runner.init()
     if status == ExperimentStatus.SUCCESS:
         status = runner.run()
+    if watchdog.dead:
+        status = ExperimentStatus.FAILURE
+    if status != ExperimentStatus.SUCCESS:
+        _terminate_children(runner)
+        logger.error("training ended with status %s (%s)", int(status),
+                     "failure" if status == ExperimentStatus.FAILURE else "interrupted")
     return int(status)
