@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     evals = find_eval_results(cfg.policy_train_dir)
     print(f"\nresults ({args.preset} preset; full report: {Path(cfg.report_dir) / 'results.md'}):\n")
     print(results_table(evals, paper=True))
+    if cfg.video_target in cfg.eval_targets:
+        gif = Path(cfg.policy_train_dir) / cfg.experiment / "eval" / f"{cfg.video_target}_seed{cfg.code_seed}.gif"
+        if gif.exists():
+            print(f"\nfirst {cfg.video_target} episode as a GIF: {gif}")
     return 0
 
 

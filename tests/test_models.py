@@ -173,8 +173,11 @@ def test_render_crop_and_tty_frame(nle_obs):
     np.testing.assert_array_equal(img, render.render_crop(obs["crop_chars"], obs["crop_colors"]))
 
     frame = render.render_tty_frame(nle_obs["tty_chars"], nle_obs["tty_colors"])
-    assert frame.shape == (24 * c, 80 * c, 3) and frame.dtype == np.uint8
+    v = render.VIDEO_CELL
+    assert frame.shape == (24 * v, 80 * v, 3) and frame.dtype == np.uint8
     assert frame.any()
+    small = render.render_tty_frame(nle_obs["tty_chars"], nle_obs["tty_colors"], cell=c)
+    np.testing.assert_array_equal(small, render.render_grid(nle_obs["tty_chars"], nle_obs["tty_colors"], c))
     with pytest.raises(ValueError):
         render.render_grid(np.zeros((3, 4), np.uint8), np.zeros((4, 3), np.uint8))
 

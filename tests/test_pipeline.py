@@ -54,6 +54,7 @@ def test_small_plan_covers_every_phase_inside_out_dir(tmp_path):
     assert [e.eval_target for e in evals] == list(EVAL_TASKS)
     assert all(e.evaluation and e.eval_episodes == cfg.eval_episodes and e.train_dir == train.train_dir
                for e in evals)
+    assert [e.eval_target for e in evals if e.save_video] == [cfg.video_target] == ["goldenexit"]
     # every path a phase writes is inside out_dir: the repository's data folders stay untouched
     for phase in plan:
         for path in phase.outputs:
@@ -126,6 +127,17 @@ def test_failure_names_the_phase_and_the_command_and_resume_skips_done_phases(tm
     # a changed command is not taken for done
     changed = Phase("check/one", "check", "scripts.pipeline", ["--check_meta_policies", "--tasks", "buc"])
     assert run_plan([changed], tmp_path / "out", echo=lines.append, resume=True)[0].status == "ok"
+    # a phase that ran makes the later stages run again; phases of its own stage stay done
+    other = Phase("check/two", "check", "scripts.pipeline", ["--check_meta_policies", "--tasks", "price"])
+    late = Phase("report/ok", "report", "scripts.pipeline", ["--check_meta_policies", "--tasks", "delphi"])
+    assert [r.status for r in run_plan([changed, other, late], tmp_path / "out", echo=lines.append)] == ["ok"] * 3
+    assert [r.status for r in run_plan([changed, other, late], tmp_path / "out", echo=lines.append,
+                                       resume=True)] == ["skipped"] * 3
+    rechecked = Phase("check/two", "check", "scripts.pipeline", ["--check_meta_policies", "--tasks", "minetown"])
+    lines.clear()
+    results = run_plan([changed, rechecked, late], tmp_path / "out", echo=lines.append, resume=True)
+    assert [r.status for r in results] == ["skipped", "ok", "ok"]
+    assert "[3/3] report/ok: running again (an earlier stage ran in this call)" in lines
     # a phase past its time limit is stopped and reported as failed
     slow = Phase("check/slow", "check", "scripts.pipeline", ["--check_meta_policies"])
     (result,) = run_plan([slow], tmp_path / "out", echo=lines.append, timeout_s=0.05)
@@ -169,6 +181,12 @@ def test_ci_pipeline_runs_every_phase_end_to_end(tmp_path):
         assert (out / "skill_policy" / "ci" / "eval" / f"{task}_seed42.json").is_file()
         assert f"| {task} |" in table
     assert "MaestroMotif (paper, not comparable)" in table
+    gif = out / "skill_policy" / "ci" / "eval" / "goldenexit_seed42.gif"
+    assert f"first goldenexit episode as a GIF: {gif}" in text
+    from PIL import Image
+
+    with Image.open(gif) as im:  # the whole terminal, readable: 24 x 80 cells of 12 pixels
+        assert im.size == (80 * 12, 24 * 12) and im.n_frames >= 1
     assert (out / "report" / "results.md").is_file() and (out / "report" / "success.png").is_file()
     assert {d: _listing(REPO / d) for d in before} == before
 

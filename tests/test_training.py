@@ -620,3 +620,23 @@ def test_bad_reward_configuration_fails_before_workers(trained, case):
     assert proc.returncode != 0
     assert {"missing_dir": "not found", "wrong_length": "--num_skills is 5", "missing_quantile": "0.123"}[case] in text
     assert "RolloutWorker" not in text and not (tmp / "bad" / case / "checkpoint_p0").exists()
+
+
+def test_extrinsic_only_baseline_trains_and_is_evaluated_on_a_task(tmp_path):
+    """The paper's game-reward-only baseline: trained in the single-skill env, then evaluated
+    with --eval_target like the skill policy; evaluation finds the env in the saved config."""
+    common = ["--device", "cpu", "--train_dir", str(tmp_path / "runs"), "--experiment", "extrinsic_only",
+              "--max_episode_steps", "100", "--seed", "3"]
+    train = run_main(["--env", "nle_fixed_eat_action", "--root_env", "NetHackScore-v1", "--llm_reward", "0",
+                      "--extrinsic_reward", "1", "--num_workers", "1", "--num_envs_per_worker", "2",
+                      "--batch_size", "128", "--rollout", "32", "--train_for_env_steps", "1500"] + common, tmp_path)
+    assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
+    saved = json.loads((tmp_path / "runs" / "extrinsic_only" / "config.json").read_text())
+    assert saved["env"] == "nle_fixed_eat_action" and saved["num_skills"] == 1
+    ev = run_main(common + ["--evaluation", "True", "--eval_target", "gnomish", "--eval_episodes", "2",
+                            "--eval_num_envs", "2"], tmp_path)
+    assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
+    result = json.loads((tmp_path / "runs" / "extrinsic_only" / "eval" / "gnomish_seed42.json").read_text())
+    assert result["task"] == "gnomish" and result["episodes"] == 2
+    # one network, no policy over skills: the whole episode is spent in the single skill
+    assert list(result["skill_time_share"].values()) == [pytest.approx(1.0)]

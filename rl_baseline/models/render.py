@@ -18,8 +18,10 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-#: Pixels per character cell (both directions).
+#: Pixels per character cell (both directions) of what the policy network sees.
 CELL: int = 6
+#: Pixels per character cell of evaluation videos (large enough to read the messages).
+VIDEO_CELL: int = 12
 NUM_CHARS: int = 256
 NUM_COLORS: int = 16
 
@@ -122,9 +124,9 @@ def render_crop(chars: np.ndarray, colors: np.ndarray) -> np.ndarray:
     return render_grid(chars, colors, CELL)
 
 
-def render_tty_frame(tty_chars: np.ndarray, tty_colors: np.ndarray) -> np.ndarray:
-    """Renders the whole terminal (NLE's tty_chars/tty_colors, 24x80) to uint8 [144, 480, 3]."""
-    return render_grid(tty_chars, tty_colors, CELL)
+def render_tty_frame(tty_chars: np.ndarray, tty_colors: np.ndarray, cell: int = VIDEO_CELL) -> np.ndarray:
+    """Renders the whole terminal (NLE's tty_chars/tty_colors, 24x80) to uint8 [24*cell, 80*cell, 3]."""
+    return render_grid(tty_chars, tty_colors, cell)
 
 
 def render_grid_torch(chars, colors, atlas):
