@@ -40,7 +40,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rlaif.dataset import MESSAGE_LEN, STAT_FIELDS, ObservationDataset, save_dataset
-from rlaif.skills import skill_index
+from rlaif.skills import SKILLS, skill_index
 
 logger = logging.getLogger(__name__)
 
@@ -976,3 +976,32 @@ def write_dataset(path: str | os.PathLike, dataset: ObservationDataset, force: b
     path = check_output(path, force)
     save_dataset(path, dataset)
     return path
+
+
+def add_dataset_args(p: Any, defaults: Any, unit: str) -> None:
+    """Flags shared by the dataset builders (``scripts.collect_dataset``, ``scripts.import_ttyrecs``):
+    the skill and size, the output, and which steps become samples. ``defaults`` holds the
+    sampling defaults; ``unit`` names where samples come from ("episode" or "game")."""
+    p.add_argument("--skill", required=True,
+                   help=f"skill the dataset is for; names the output file ({', '.join(SKILLS)})")
+    p.add_argument("--num_pairs", type=int, required=True, help="pairs to build (2 samples each)")
+    p.add_argument("--out", default="og_dataset",
+                   help="output folder; the file is {out}/{skill}.npz (default: %(default)s)")
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
+    p.add_argument("--sample_prob", type=float, default=defaults.sample_prob,
+                   help="probability that a step becomes a sample (default: %(default)s)")
+    p.add_argument("--uninformative_keep_prob", type=float, default=defaults.uninformative_keep_prob,
+                   help="extra factor on --sample_prob for steps without any message whose depth, gold, "
+                        "XP level and hunger did not change (default: %(default)s)")
+    p.add_argument("--level_change_prob", type=float, default=defaults.level_change_prob,
+                   help="probability that a step that changes the depth becomes a sample (default: %(default)s)")
+    p.add_argument(f"--max_samples_per_{unit}", type=int, default=getattr(defaults, f"max_samples_per_{unit}"),
+                   help=f"cap on samples from one {unit} (default: %(default)s)")
+
+
+def check_dataset_args(skill: str, num_pairs: int) -> None:
+    """Raises :class:`CollectError` for an unknown skill or a non-positive size."""
+    if skill not in SKILLS:
+        raise CollectError(f"--skill {skill!r}: unknown skill; valid skills: {', '.join(SKILLS)}")
+    if num_pairs <= 0:
+        raise CollectError(f"--num_pairs must be > 0, got {num_pairs}")

@@ -21,6 +21,8 @@ from rlaif.collect import (
     CollectConfig,
     CollectError,
     ExplorerConfig,
+    add_dataset_args,
+    check_dataset_args,
     check_output,
     collect_dataset,
     output_path,
@@ -38,9 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Play NetHackScoreMonk-v1 with scripted/random/trained policies and save message/stats "
                     "pairs for preference annotation.",
     )
-    p.add_argument("--skill", required=True,
-                   help=f"skill the dataset is for; names the output file ({', '.join(SKILLS)})")
-    p.add_argument("--num_pairs", type=int, required=True, help="pairs to collect (2 samples each)")
+    add_dataset_args(p, d, unit="episode")
     p.add_argument("--policy", choices=POLICIES, default=None,
                    help="a single behaviour policy (shorthand for --policy_mix NAME:1)")
     p.add_argument("--policy_mix", default=None,
@@ -52,22 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="device of the checkpoint policy's network (default: %(default)s)")
     p.add_argument("--train_dir", default=None,
                    help="train_dir of the checkpoint's experiment (default: the parent folder of --checkpoint)")
-    p.add_argument("--out", default="og_dataset", help="output folder; the file is {out}/{skill}.npz (default: %(default)s)")
-    p.add_argument("--force", action="store_true", help="replace an existing output file")
     p.add_argument("--seed", type=int, default=d.seed, help="base seed of all randomness (default: %(default)s)")
     p.add_argument("--num_workers", type=int, default=d.num_workers,
                    help="worker processes; part of what determines the result (default: %(default)s)")
     p.add_argument("--max_episode_steps", type=int, default=d.max_episode_steps,
                    help="step limit of a collection episode (default: %(default)s)")
-    p.add_argument("--sample_prob", type=float, default=d.sample_prob,
-                   help="probability that a step becomes a sample (default: %(default)s)")
-    p.add_argument("--uninformative_keep_prob", type=float, default=d.uninformative_keep_prob,
-                   help="extra factor on --sample_prob for steps without any message whose depth, gold, "
-                        "XP level and hunger did not change (default: %(default)s)")
-    p.add_argument("--level_change_prob", type=float, default=d.level_change_prob,
-                   help="probability that a step that changes the depth becomes a sample (default: %(default)s)")
-    p.add_argument("--max_samples_per_episode", type=int, default=d.max_samples_per_episode,
-                   help="cap on samples from one episode (default: %(default)s)")
     p.add_argument("--explorer_epsilon", type=float, default=e.epsilon,
                    help="share of random actions of the explorer (default: %(default)s)")
     p.add_argument("--explorer_descend_prob", type=float, default=e.descend_prob,
@@ -80,10 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> CollectConfig:
-    if args.skill not in SKILLS:
-        raise CollectError(f"--skill {args.skill!r}: unknown skill; valid skills: {', '.join(SKILLS)}")
-    if args.num_pairs <= 0:
-        raise CollectError(f"--num_pairs must be > 0, got {args.num_pairs}")
+    check_dataset_args(args.skill, args.num_pairs)
     if args.policy and args.policy_mix:
         raise CollectError("give either --policy or --policy_mix, not both")
     mix = parse_policy_mix(args.policy_mix or (f"{args.policy}:1" if args.policy else "explorer:0.8,random:0.2"))

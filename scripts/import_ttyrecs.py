@@ -23,7 +23,14 @@ import sqlite3
 import sys
 from typing import Optional, Sequence
 
-from rlaif.collect import CollectError, check_output, output_path, write_dataset
+from rlaif.collect import (
+    CollectError,
+    add_dataset_args,
+    check_dataset_args,
+    check_output,
+    output_path,
+    write_dataset,
+)
 from rlaif.skills import SKILLS
 from rlaif.ttyrec_import import LAYOUTS, ImportConfig, import_ttyrecs
 
@@ -37,10 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ttyrec_dir", default=None,
                    help="directory of recordings to add to the NLE database (NLE or alt.org layout)")
-    p.add_argument("--skill", required=True, help=f"skill the dataset is for; names the output file ({', '.join(SKILLS)})")
-    p.add_argument("--num_pairs", type=int, required=True, help="pairs to build (2 samples each)")
-    p.add_argument("--out", default="og_dataset", help="output folder; the file is {out}/{skill}.npz (default: %(default)s)")
-    p.add_argument("--force", action="store_true", help="replace an existing output file")
+    add_dataset_args(p, d, unit="game")
     p.add_argument("--db", default=None,
                    help="NLE dataset database file to use (created if missing, kept afterwards); "
                         "default: a temporary database")
@@ -50,15 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory layout of --ttyrec_dir: nledata (NLE/NLD-AA), altorg (NLD-NAO) or auto "
                         "(default: %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the game order and sampling (default: %(default)s)")
-    p.add_argument("--sample_prob", type=float, default=d.sample_prob,
-                   help="probability that a step becomes a sample (default: %(default)s)")
-    p.add_argument("--uninformative_keep_prob", type=float, default=d.uninformative_keep_prob,
-                   help="extra factor on --sample_prob for steps without any message whose depth, gold, "
-                        "XP level and hunger did not change (default: %(default)s)")
-    p.add_argument("--level_change_prob", type=float, default=d.level_change_prob,
-                   help="probability that a step that changes the depth becomes a sample (default: %(default)s)")
-    p.add_argument("--max_samples_per_game", type=int, default=d.max_samples_per_game,
-                   help="cap on samples from one game (default: %(default)s)")
     p.add_argument("--batch_size", type=int, default=d.batch_size,
                    help="games replayed side by side by nle.dataset (default: %(default)s)")
     p.add_argument("--seq_length", type=int, default=d.seq_length,
@@ -75,10 +70,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        if args.skill not in SKILLS:
-            raise CollectError(f"--skill {args.skill!r}: unknown skill; valid skills: {', '.join(SKILLS)}")
-        if args.num_pairs <= 0:
-            raise CollectError(f"--num_pairs must be > 0, got {args.num_pairs}")
+        check_dataset_args(args.skill, args.num_pairs)
         config = ImportConfig(
             skill=args.skill, num_pairs=args.num_pairs, ttyrec_dir=args.ttyrec_dir, db=args.db,
             dataset_name=args.dataset_name, layout=args.layout, seed=args.seed, sample_prob=args.sample_prob,
