@@ -228,6 +228,19 @@ def _model_flags(cfg: PipelineConfig) -> list[str]:
     return ["--embed_dim", "8", "--conv_channels", "16", "--hidden_dim", "16"]
 
 
+def reward_phase(cfg: PipelineConfig, skill: str, extra: Sequence[str] = ()) -> Phase:
+    """Reward-model training for one skill (the same command in every plan, plus ``extra``)."""
+    return Phase(
+        f"reward/{skill}", "reward", "scripts.train_reward",
+        ["--experiment", annotator(skill), "--dataset_dir", cfg.dataset_dir,
+         "--preference_dir", cfg.preference_dir, "--train_dir", cfg.reward_train_dir,
+         "--batch_size", str(cfg.reward_batch_size), "--num_workers", str(cfg.reward_workers),
+         "--reward_lr", str(cfg.reward_lr), "--num_epochs", str(cfg.reward_epochs), "--seed", "777",
+         *extra, *_model_flags(cfg)],
+        outputs=[str(Path(cfg.reward_train_dir) / annotator(skill) / "reward_metrics" / "metrics.csv")],
+    )
+
+
 def skill_training_args(cfg: PipelineConfig) -> list[str]:
     """Flags shared by skill training and evaluation (evaluation reloads the saved config)."""
     args = [
@@ -289,16 +302,7 @@ def _small_plan(cfg: PipelineConfig) -> list[Phase]:
             note="heuristic backend: a rule-based stand-in for the LLM annotator, not an LLM"
             if cfg.annotate_backend == "heuristic" else "",
         ))
-    for skill in cfg.skills:
-        out.append(Phase(
-            f"reward/{skill}", "reward", "scripts.train_reward",
-            ["--experiment", annotator(skill), "--dataset_dir", cfg.dataset_dir,
-             "--preference_dir", cfg.preference_dir, "--train_dir", cfg.reward_train_dir,
-             "--batch_size", str(cfg.reward_batch_size), "--num_workers", str(cfg.reward_workers),
-             "--reward_lr", str(cfg.reward_lr), "--num_epochs", str(cfg.reward_epochs), "--seed", "777",
-             "--device", "cpu", "--no_progress", *_model_flags(cfg)],
-            outputs=[str(Path(cfg.reward_train_dir) / annotator(skill) / "reward_metrics" / "metrics.csv")],
-        ))
+    out += [reward_phase(cfg, skill, ["--device", "cpu", "--no_progress"]) for skill in cfg.skills]
     gen_dir = str(cfg.out / "code_generation")
     meta_dir = str(cfg.out / "meta_policies")
     out.append(Phase(
@@ -375,16 +379,7 @@ def _paper_plan(cfg: PipelineConfig) -> list[Phase]:
             outputs=[str(Path(cfg.preference_dir) / f"{annotator(skill)}.npy")],
             note="after every chunk of the array (a no-op when the last chunk already merged)",
         ))
-    for skill in cfg.skills:
-        out.append(Phase(
-            f"reward/{skill}", "reward", "scripts.train_reward",
-            ["--experiment", annotator(skill), "--dataset_dir", cfg.dataset_dir,
-             "--preference_dir", cfg.preference_dir, "--train_dir", cfg.reward_train_dir,
-             "--batch_size", str(cfg.reward_batch_size), "--num_workers", str(cfg.reward_workers),
-             "--reward_lr", str(cfg.reward_lr), "--num_epochs", str(cfg.reward_epochs), "--seed", "777",
-             *_model_flags(cfg)],
-            outputs=[str(Path(cfg.reward_train_dir) / annotator(skill) / "reward_metrics" / "metrics.csv")],
-        ))
+    out += [reward_phase(cfg, skill) for skill in cfg.skills]
     tasks = cfg.code_tasks or (cfg.code_task,)
     for task in tasks:
         out.append(Phase(
