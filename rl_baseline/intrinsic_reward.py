@@ -139,7 +139,7 @@ _MODEL_CACHE: dict[tuple[str, str], Any] = {}
 
 def load_reward_models(reward_dirs: Sequence[str], device: str = "cpu") -> list[Any]:
     """Loads each reward directory once per process (environments of a worker share them)."""
-    from rlaif.reward_model import load_skill_reward
+    from rlaif.reward_model import RewardCheckpointError, load_skill_reward
 
     models = []
     for d in reward_dirs:
@@ -147,7 +147,7 @@ def load_reward_models(reward_dirs: Sequence[str], device: str = "cpu") -> list[
         if key not in _MODEL_CACHE:
             try:
                 _MODEL_CACHE[key] = load_skill_reward(d, device=device)
-            except FileNotFoundError as exc:
+            except (FileNotFoundError, RewardCheckpointError) as exc:
                 raise RewardConfigError(f"--reward_dir {d}: {exc}") from exc
         models.append(_MODEL_CACHE[key])
     return models
@@ -194,6 +194,20 @@ def message_key(message: np.ndarray) -> bytes:
     return raw if end < 0 else raw[:end]
 
 
+# the release's --msg_max_keys: message counts are kept for the 20 most recently seen messages
+MSG_MAX_KEYS = 20
+UNLIMITED_KEYS = -1
+
+
+def check_msg_max_keys(value: int) -> int:
+    """``value`` if it is a window size (>= 1) or -1 (count over the whole episode); else RewardConfigError."""
+    if int(value) != value or (value < 1 and value != UNLIMITED_KEYS):
+        raise RewardConfigError(
+            f"--msg_max_keys {value}: use a window of at least 1 message, or -1 to count over the whole episode"
+        )
+    return int(value)
+
+
 class IntrinsicReward:
     """Per-environment intrinsic reward: shared models and cache, per-episode message counts."""
 
@@ -205,6 +219,7 @@ class IntrinsicReward:
         llm_coef: float = 0.1,
         extrinsic_coef: float = 0.0,
         cache: ScoreCache | None = None,
+        msg_max_keys: int = MSG_MAX_KEYS,
     ) -> None:
         if len(models) != len(thresholds):
             raise ValueError(f"{len(models)} reward models but {len(thresholds)} thresholds")
@@ -214,6 +229,9 @@ class IntrinsicReward:
         self.llm_coef = float(llm_coef)
         self.extrinsic_coef = float(extrinsic_coef)
         self.cache = cache if cache is not None else ScoreCache()
+        check_msg_max_keys(msg_max_keys)
+        self.msg_max_keys = int(msg_max_keys)
+        # message -> count this episode, least recently seen first (dicts keep insertion order)
         self.counts: dict[bytes, int] = {}
         self._buf = np.zeros((1, MESSAGE_LEN), dtype=np.uint8)
         self._dc = np.zeros(1, dtype=np.float32)
@@ -247,11 +265,24 @@ class IntrinsicReward:
         self.cache.table[ckey] = value
         return value
 
+    def count(self, key: bytes) -> int:
+        """Counts one more sighting of a message and returns its count.
+
+        As in the release, counts live in a window of the ``msg_max_keys`` most recently seen
+        distinct messages (the empty message included): a message pushed out of the window by
+        that many others starts again at 1, so an event that recurs across an episode (stairs,
+        an altar, a shop) pays again once other messages have come in between.
+        """
+        count = self.counts.pop(key, 0) + 1
+        self.counts[key] = count  # now the most recently seen
+        if 0 < self.msg_max_keys < len(self.counts):
+            del self.counts[next(iter(self.counts))]
+        return count
+
     def intrinsic(self, skill_id: int, message: np.ndarray, depth_change: int) -> float:
-        """Thresholded score divided by count(message in this episode) ** beta; updates the count."""
+        """Thresholded score divided by count(message) ** beta (see :meth:`count`); updates the count."""
         key = message_key(message)
-        count = self.counts.get(key, 0) + 1
-        self.counts[key] = count
+        count = self.count(key)
         if not self.enabled:
             return 0.0
         value = self.thresholded_score(skill_id, message, depth_change, key)
@@ -270,13 +301,14 @@ def build_intrinsic_reward(
     llm_coef: float,
     extrinsic_coef: float,
     device: str = "cpu",
+    msg_max_keys: int = MSG_MAX_KEYS,
 ) -> IntrinsicReward:
     """The reward for one environment from flag values (models/cache shared within the process)."""
     if llm_coef == 0.0 or not reward_dirs:
-        return IntrinsicReward([], [], beta, 0.0, extrinsic_coef, shared_cache())
+        return IntrinsicReward([], [], beta, 0.0, extrinsic_coef, shared_cache(), msg_max_keys)
     models = load_reward_models(reward_dirs, device)
     thresholds = [float(m.threshold(q)) for m, q in zip(models, quantiles)]
-    return IntrinsicReward(models, thresholds, beta, llm_coef, extrinsic_coef, shared_cache())
+    return IntrinsicReward(models, thresholds, beta, llm_coef, extrinsic_coef, shared_cache(), msg_max_keys)
 
 
 def describe(reward: IntrinsicReward) -> str:

@@ -97,6 +97,10 @@ class PipelineConfig:
     device: str = "cpu"
     seed: int = 2
     save_every_steps: int = 0
+    # sample-factory's best-model save (its defaults: after 100k env steps, checked every 5 s).
+    # The small presets cross it so that their evaluation reads checkpoints written after it.
+    save_best_after: int = 100_000
+    save_best_every_sec: int = 5
     # evaluation
     eval_episodes: int = 6
     eval_num_envs: int = 2
@@ -140,11 +144,13 @@ class PipelineConfig:
 PRESETS: dict[str, dict] = {
     # about 5 to 8 minutes on 2 CPU cores (measured 4.8 minutes: collect 60s, reward 29s, train 128s, eval 64s)
     "smoke": dict(out_dir="train_dir/pipeline_smoke", num_pairs=300, reward_epochs=5, train_for_env_steps=40_000,
-                  max_episode_steps=500, eval_episodes=6, eval_num_envs=2, experiment="smoke"),
+                  max_episode_steps=500, eval_episodes=6, eval_num_envs=2, experiment="smoke",
+                  save_best_after=10_000),
     # the test suite's run: every phase, as small as it gets
     "ci": dict(out_dir="train_dir/pipeline_ci", num_pairs=40, reward_epochs=2, reward_batch_size=16,
                train_for_env_steps=2_000, num_envs_per_worker=2, batch_size=256, rollout=16,
-               max_episode_steps=100, eval_episodes=1, eval_num_envs=1, experiment="ci"),
+               max_episode_steps=100, eval_episodes=1, eval_num_envs=1, experiment="ci",
+               save_best_after=500, save_best_every_sec=1),
     # the paper's settings (PAPER_FACTS.md); printed / written as slurm jobs
     "paper": dict(out_dir="train_dir", num_pairs=0, collect_workers=16, annotate_backend="vllm",
                   annotate_chunks=8, reward_epochs=20, reward_batch_size=1000, reward_lr=1e-5, reward_workers=40,
@@ -259,6 +265,7 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
         "--reward_dir", repr(cfg.reward_dirs()),
         "--extrinsic_reward", "0.0", "--llm_reward", "0.1",
         "--train_dir", cfg.policy_train_dir, "--experiment", cfg.experiment,
+        "--save_best_after", str(cfg.save_best_after), "--save_best_every_sec", str(cfg.save_best_every_sec),
     ]
     if cfg.preset == "paper":
         args += ["--keep_checkpoints", "5", "--stats_avg", "1000"]

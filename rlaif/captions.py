@@ -69,13 +69,14 @@ def _change(before: int, after: int, unchanged_note: str) -> str:
 
 
 def _depth_line(before: int, after: int) -> str:
+    # in the game's sense, as the release's captions: a larger level number is further DOWN
     if before == after:
         return f"{LABEL_DEPTH}: did not change (level {before})."
     if after > before:
         step = "one level" if after - before == 1 else f"{after - before} levels"
-        return f"{LABEL_DEPTH}: went up from {before} to {after} (the hero went {step} deeper)."
+        return f"{LABEL_DEPTH}: went down from level {before} to level {after} ({step} deeper)."
     step = "one level" if before - after == 1 else f"{before - after} levels"
-    return f"{LABEL_DEPTH}: went down from {before} to {after} (the hero went {step} up, towards the surface)."
+    return f"{LABEL_DEPTH}: went up from level {before} to level {after} ({step} closer to the surface)."
 
 
 def _hp_line(hp0: int, hp1: int, max0: int, max1: int) -> str:

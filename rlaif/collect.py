@@ -645,7 +645,6 @@ class CheckpointPolicy(Policy):
             raise CollectError(f"--checkpoint {checkpoint_dir}: no config.json (not a sample-factory experiment)")
         try:
             import torch
-            from sample_factory.algo.learning.learner import Learner
             from sample_factory.cfg.arguments import load_from_checkpoint
             from sample_factory.model.actor_critic import create_actor_critic
             from sample_factory.model.model_utils import get_rnn_size
@@ -653,6 +652,7 @@ class CheckpointPolicy(Policy):
             from rl_baseline.models.obs import model_observation_space
             from rl_baseline.nethack.actions import ACTIONS
             from rl_baseline.sf.cfg import finalize_cfg, parse_cfg
+            from rl_baseline.sf.checkpoints import CheckpointError, load_newest
             from rl_baseline.sf.env import register_envs
         except ImportError as exc:
             raise CollectError(
@@ -679,14 +679,16 @@ class CheckpointPolicy(Policy):
         obs_space = model_observation_space(self.num_skills)
         self.actor_critic = create_actor_critic(cfg, obs_space, gym.spaces.Discrete(len(ACTIONS)))
         self.actor_critic.eval()
-        checkpoints = Learner.get_checkpoints(Learner.checkpoint_dir(cfg, 0), "checkpoint_*")
-        if not checkpoints:
+        try:
+            loaded = load_newest(path / "checkpoint_p0", "latest", self.device, fallback=False)
+        except CheckpointError as exc:
+            raise CollectError(f"--checkpoint {checkpoint_dir}: {exc}") from exc
+        if loaded is None:
             raise CollectError(f"--checkpoint {checkpoint_dir}: no checkpoint_*.pth under checkpoint_p0/")
-        state = Learner.load_checkpoint(checkpoints, self.device)
-        self.actor_critic.load_state_dict(state["model"])
+        self.actor_critic.load_state_dict(loaded.state["model"])
         self.actor_critic.model_to_device(self.device)
         self.rnn_size = get_rnn_size(cfg)
-        logger.info("checkpoint policy: %s", checkpoints[-1])
+        logger.info("checkpoint policy: %s", loaded.path)
 
     def reset(self) -> None:
         self.rnn = self.torch.zeros([1, self.rnn_size], dtype=self.torch.float32, device=self.device)

@@ -43,7 +43,7 @@ _CAPTION_RE = re.compile(
     rf"{LABEL_MSG_BEFORE}: (.*)\n{LABEL_MSG_AFTER}: (.*)\n{LABEL_DEPTH}: (.*)\n{LABEL_GOLD}: (.*)\n"
     rf"{LABEL_HP}: (.*)\n{LABEL_XP}: (.*)\n{LABEL_HUNGER}: (.*)"
 )
-_DELTA_RE = re.compile(r"went (up|down) from (-?\d+) to (-?\d+)")
+_DELTA_RE = re.compile(r"went (up|down) from (?:level )?(-?\d+) to (?:level )?(-?\d+)")
 
 
 def _delta(text: str) -> int:

@@ -62,7 +62,7 @@ ANSWER_INSTRUCTIONS = (
     "Then finish your reply with a single last line of exactly this form:\n"
     "Answer: 1\n"
     "if the first moment is better, \"Answer: 2\" if the second moment is better, or "
-    "\"Answer: none\" if neither is better or you cannot tell."
+    "\"Answer: none\" only if both moments show something undesirable for the goal."
 )
 
 DEFAULT_TEMPLATE = (

@@ -208,9 +208,48 @@ def read_quantile_csv(path: str | Path) -> dict[float, float]:
     return dict(zip(header, values))
 
 
+DEPTH_CHANGE_LIMIT = 1
+
+
+def clip_depth_change(change: Any) -> Any:
+    """The depth change a reward model reads, clipped to [-1, 1] as in the release.
+
+    A trapdoor, a hole or a skill that goes down twice gives |change| >= 2, outside what the
+    model learns from one-step pairs; the release clips both its training inputs and its
+    RL-time inputs. Works on a number or an array.
+    """
+    if isinstance(change, np.ndarray):
+        return np.clip(change, -DEPTH_CHANGE_LIMIT, DEPTH_CHANGE_LIMIT)
+    return max(-DEPTH_CHANGE_LIMIT, min(DEPTH_CHANGE_LIMIT, change))
+
+
+class RewardCheckpointError(ValueError):
+    """A reward-model checkpoint that cannot be read; the message names the file."""
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dict[str, Any]:
-    """Reads a checkpoint with ``weights_only=True`` (tensors and plain containers only)."""
-    return torch.load(Path(path), map_location=device, weights_only=True)
+    """Reads a checkpoint with ``weights_only=True`` (tensors and plain containers only).
+
+    Checkpoints are written with plain Python numbers (see ``train_reward``), so torch's
+    safe loader needs no extra globals. Raises :class:`RewardCheckpointError` naming the file.
+    """
+    path = Path(path)
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise RewardCheckpointError(
+            f"{path}: cannot be read as a reward-model checkpoint ({type(exc).__name__}: {first_line[:300]}); "
+            "re-run python -m scripts.train_reward for this skill, or remove the damaged file to use an older one"
+        ) from exc
+    if not isinstance(state, dict) or "model" not in state or "reward_mean" not in state:
+        keys = sorted(state) if isinstance(state, dict) else type(state).__name__
+        raise RewardCheckpointError(
+            f"{path}: not a reward-model checkpoint (expected the keys model, reward_mean, reward_var; found {keys})"
+        )
+    return state
 
 
 def model_from_checkpoint(state: dict[str, Any], device: str | torch.device = "cpu") -> SkillRewardModel:

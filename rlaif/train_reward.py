@@ -49,12 +49,14 @@ from rlaif.reward_model import (
     LoadedSkillReward,
     RewardModelConfig,
     SkillRewardModel,
+    clip_depth_change,
     list_checkpoints,
     load_checkpoint,
     model_from_checkpoint,
     resolve_device,
 )
 from rlaif.skills import SKILL_INDEX, skill_from_experiment, skill_index
+from rlaif.torch_files import plain_numbers
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +140,8 @@ def reward_inputs(dataset: ObservationDataset) -> RewardInputs:
     """Current messages (as ids of distinct messages) and depth changes of every sample."""
     table, ids, _ = _unique_rows(dataset.messages[:, 1])
     depth = STAT_INDEX["depth"]
-    change = (dataset.stats[:, 1, depth].astype(np.int64) - dataset.stats[:, 0, depth]).astype(np.float32)
-    return RewardInputs(table, ids, change)
+    change = dataset.stats[:, 1, depth].astype(np.int64) - dataset.stats[:, 0, depth]
+    return RewardInputs(table, ids, clip_depth_change(change).astype(np.float32))
 
 
 @dataclass
@@ -531,6 +533,7 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
             "finished": finished, "final_metrics": final,
         }
         path = ckpt_dir / f"checkpoint_{tot_done:09d}.pth"
+        payload = plain_numbers(payload)  # torch's safe loader refuses numpy scalars
         _atomic_write(path, lambda tmp: torch.save(payload, tmp))
         for _, old in list_checkpoints(ckpt_dir)[: -cfg.keep_checkpoints]:
             old.unlink(missing_ok=True)

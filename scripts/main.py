@@ -39,6 +39,7 @@ logger = logging.getLogger("scripts.main")
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     from rl_baseline.sf.cfg import ConfigError, parse_cfg
+    from rl_baseline.sf.checkpoints import CheckpointError
 
     try:
         cfg = parse_cfg(argv)
@@ -50,7 +51,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from rl_baseline.sf.train import train
 
         return train(cfg)
-    except (ConfigError, FileNotFoundError) as exc:
+    except (ConfigError, CheckpointError, FileNotFoundError) as exc:
         logger.error("%s", exc)
         return 2
     except Exception as exc:  # sample-factory's config loader raises bare Exception

@@ -45,8 +45,8 @@ def test_changes_are_described_with_both_values() -> None:
     msgs, stats = sample("", "You kill the newt!", [1, 5, 12, 14, 1, 1], [2, 17, 9, 16, 2, 2])
     got = lines(caption_sample(msgs, stats))
     assert got["Message before"] == "(no message)"
-    assert got["Dungeon depth"].startswith("went up from 1 to 2")
-    assert "deeper" in got["Dungeon depth"]
+    # the game's sense, as in the release's captions: level 1 -> 2 is going down
+    assert got["Dungeon depth"] == "went down from level 1 to level 2 (one level deeper)."
     assert got["Gold"] == "went up from 5 to 17."
     assert got["Hit points"] == "went down from 12 to 9, maximum went up from 14 to 16."
     assert got["Experience level"] == "went up from 1 to 2."
@@ -56,8 +56,7 @@ def test_changes_are_described_with_both_values() -> None:
 def test_going_up_the_dungeon_and_losing_gold() -> None:
     msgs, stats = sample("You climb up the stairs.", "", [4, 30, 10, 10, 3, 0], [2, 20, 10, 10, 3, 1])
     got = lines(caption_sample(msgs, stats))
-    assert got["Dungeon depth"].startswith("went down from 4 to 2")
-    assert "2 levels up" in got["Dungeon depth"]
+    assert got["Dungeon depth"] == "went up from level 4 to level 2 (2 levels closer to the surface)."
     assert got["Gold"] == "went down from 30 to 20."
     assert got["Hit points"] == "did not change (10 out of 10)."
     assert got["Hunger"] == "changed from satiated to not hungry."
@@ -167,3 +166,11 @@ def test_nle_reports_a_new_game_as_not_hungry() -> None:
         assert HUNGER_NAMES[int(blstats[nethack.NLE_BL_HUNGER])] == "not hungry"
     finally:
         env.close()
+
+
+def test_none_is_reserved_for_two_undesirable_moments() -> None:
+    """The release's judge answers None only when both observations are bad, not when unsure."""
+    from rlaif.prompts import ANSWER_INSTRUCTIONS
+
+    assert "cannot tell" not in ANSWER_INSTRUCTIONS
+    assert "Answer: none\" only if both moments show something undesirable" in ANSWER_INSTRUCTIONS

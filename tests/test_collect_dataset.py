@@ -268,7 +268,10 @@ def _untrained_checkpoint(train_dir, experiment: str = "untrained"):
     torch.manual_seed(0)
     model = create_actor_critic(cfg, model_observation_space(cfg.num_skills), gym.spaces.Discrete(len(ACTIONS)))
     (exp / "config.json").write_text(json.dumps(vars(cfg)))
-    torch.save({"model": model.state_dict(), "env_steps": 0}, exp / "checkpoint_p0" / "checkpoint_000000000_0.pth")
+    # as sample-factory wrote it before our learner stored plain numbers: best_performance a numpy.float64
+    # (torch's default loader refuses it; the collection policy must still read it)
+    state = {"model": model.state_dict(), "env_steps": 0, "train_step": 0, "best_performance": np.float64(0.5)}
+    torch.save(state, exp / "checkpoint_p0" / "checkpoint_000000000_0.pth")
     return exp
 
 

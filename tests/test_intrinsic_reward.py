@@ -123,3 +123,50 @@ def test_validation_errors_name_the_problem(tmp_path):
     with pytest.raises(RewardConfigError, match="lists no reward model"):
         validate_reward_setup([], [], 5, 0.1)
     assert validate_reward_setup([], [], 5, 0.0) == []
+
+
+# ----------------------------------------------------------------------------- message-count window (--msg_max_keys)
+
+def _others(n: int) -> list[np.ndarray]:
+    return [msg(f"other message {i:03d}") for i in range(n)]
+
+
+def test_a_message_pushed_out_of_the_20_message_window_pays_in_full_again():
+    """The release counts over the 20 most recently seen distinct messages: a recurring event (the
+    stairs, an altar) pays 1, 1/8, ... while it stays in the window and in full once 20 others passed."""
+    reward, _ = make_reward(beta=3.0)
+    assert reward.msg_max_keys == 20
+    assert reward.intrinsic(0, msg("hello"), 0) == pytest.approx(5.0)
+    assert reward.intrinsic(0, msg("hello"), 0) == pytest.approx(5.0 / 8)
+    for other in _others(20):
+        reward.intrinsic(0, other, 0)
+    assert reward.intrinsic(0, msg("hello"), 0) == pytest.approx(5.0), "not evicted after 20 other messages"
+    assert len(reward.counts) == 20
+
+
+def test_a_message_still_in_the_window_keeps_its_count_and_is_refreshed_by_each_sighting():
+    reward, _ = make_reward(beta=1.0)
+    reward.intrinsic(0, msg("hello"), 0)
+    for other in _others(19):
+        reward.intrinsic(0, other, 0)
+    assert reward.intrinsic(0, msg("hello"), 0) == pytest.approx(5.0 / 2)  # 19 others: still counted
+    for other in _others(40)[20:39]:
+        reward.intrinsic(0, other, 0)
+    # the second sighting made it the most recent again: 19 newer messages do not push it out
+    assert reward.intrinsic(0, msg("hello"), 0) == pytest.approx(5.0 / 3)
+
+
+def test_unlimited_window_counts_over_the_whole_episode():
+    models = [LengthModel(1.0)]
+    reward = IntrinsicReward(models, [3.0], beta=1.0, llm_coef=0.1, cache=ScoreCache(), msg_max_keys=-1)
+    reward.intrinsic(0, msg("hello"), 0)
+    for other in _others(100):
+        reward.intrinsic(0, other, 0)
+    assert reward.intrinsic(0, msg("hello"), 0) == pytest.approx(5.0 / 2)
+    assert len(reward.counts) == 101
+
+
+@pytest.mark.parametrize("bad", [0, -2, -20])
+def test_bad_window_sizes_are_refused(bad):
+    with pytest.raises(RewardConfigError, match="--msg_max_keys"):
+        IntrinsicReward([LengthModel()], [3.0], msg_max_keys=bad)

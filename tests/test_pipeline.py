@@ -159,6 +159,7 @@ def _listing(path: Path) -> list[str]:
     return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
 
 
+@pytest.mark.slow
 def test_ci_pipeline_runs_every_phase_end_to_end(tmp_path):
     """The CI-sized run (about 3 minutes on 2 cores): every phase for real, nothing written to the repo."""
     before = {d: _listing(REPO / d) for d in ("og_dataset", "preference", "train_dir")}
@@ -181,6 +182,14 @@ def test_ci_pipeline_runs_every_phase_end_to_end(tmp_path):
         assert (out / "skill_policy" / "ci" / "eval" / f"{task}_seed42.json").is_file()
         assert f"| {task} |" in table
     assert "MaestroMotif (paper, not comparable)" in table
+    # training crossed sample-factory's best-model save before its last checkpoint, so the
+    # evaluations above read a checkpoint written after it, with torch's default loader
+    import torch
+
+    ckpt_dir = out / "skill_policy" / "ci" / "checkpoint_p0"
+    assert list(ckpt_dir.glob("best_*.pth")), "the ci run never saved a best model"
+    last = sorted(ckpt_dir.glob("checkpoint_*.pth"))[-1]
+    assert torch.load(last)["best_performance"] > -1e9
     gif = out / "skill_policy" / "ci" / "eval" / "goldenexit_seed42.gif"
     assert f"first goldenexit episode as a GIF: {gif}" in text
     from PIL import Image

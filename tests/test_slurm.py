@@ -123,7 +123,7 @@ def test_reward_generate_train_eval_commands_parse_with_paper_settings(jobs):
     (train,) = commands_in(out / "train_skills.sbatch")
     t = parse(train)
     assert (t.num_workers, t.num_envs_per_worker, t.batch_size, t.train_for_env_steps) == (24, 20, 4096, 4_000_000_000)
-    assert t.reward_scale == 0.1 and t.encoder_obs_scale == 255.0 and t.llm_reward == 0.1 and t.extrinsic_reward == 0.0
+    assert t.game_reward_scale == 0.1 and t.reward_scale == 1.0 and t.encoder_obs_scale == 255.0 and t.llm_reward == 0.1 and t.extrinsic_reward == 0.0
     assert t.threshold_quantiles == [0.95, 0.85, 0.85, 0.85, 0.85] and t.restart_behavior == "resume"
     assert t.reward_dirs == [f"train_dir/skill_rewards/llama3_{s}_default" for s in SKILLS]
     assert not t.evaluation

@@ -221,7 +221,7 @@ def test_release_command_line_parses_with_paper_defaults():
     # paper defaults that the command does not set
     assert (cfg.ppo_clip_ratio, cfg.ppo_clip_value, cfg.num_epochs, cfg.max_grad_norm) == (0.1, 1.0, 1, 4.0)
     assert cfg.value_loss_coeff == 0.5 and cfg.exploration_loss == "entropy"
-    assert cfg.use_rnn is True and cfg.rnn_type == "lstm"
+    assert cfg.use_rnn is True and cfg.rnn_type == "gru" and cfg.with_vtrace is True
     assert cfg.llm_reward == 0.1 and cfg.extrinsic_reward == 0.0 and cfg.beta_count_exponent == 3.0
     assert cfg.max_episode_steps == 10000
     # the paper's pixel scale goes to the encoder; sample-factory's own scaling is off
@@ -354,7 +354,7 @@ def test_release_readme_commands_parse_verbatim():
     assert train.reward_dirs == expected_dirs and train.threshold_quantiles == [0.95, 0.85, 0.85, 0.85, 0.85]
     assert (train.num_workers, train.num_envs_per_worker, train.batch_size) == (24, 20, 4096)
     assert train.train_for_env_steps == 4_000_000_000 and train.save_every_steps == 50_000_000
-    assert train.keep_checkpoints == 5 and train.stats_avg == 1000 and train.reward_scale == 0.1
+    assert train.keep_checkpoints == 5 and train.stats_avg == 1000 and train.game_reward_scale == 0.1
     assert (train.seed, train.code_seed, train.llm_reward, train.extrinsic_reward) == (2, 42, 0.1, 0.0)
     assert train.train_dir == "train_dir/skill_policy/" and train.experiment == "default"
     assert train.restart_behavior == "resume"
@@ -403,6 +403,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["one_worker", "everywhere"])
 def test_environment_failure_ends_the_run_with_an_error(tmp_path, where):
     """A rollout worker whose environment fails stops the run (no hang); an env that cannot be
@@ -514,6 +515,9 @@ def trained(tmp_path_factory):
         "--experiment", "e2e", "--reward_dir", repr(dirs), "--eps_threshold_quantile", "0.5", "--stats_avg", "4",
         "--experiment_summaries_interval", "2", "--meta_policy_root", str(_meta_policy_root(tmp)),
         "--code_seed", "42", "--seed", "2",
+        # cross sample-factory's best-model save early, as every real run does: from then on its
+        # checkpoints carried a numpy.float64 that torch's safe loader refused
+        "--save_best_after", "500", "--save_best_every_sec", "1",
     ]
     first = run_main(base + ["--train_for_env_steps", "6000", "--save_every_steps", "3000"], tmp)
     return tmp, base, dirs, first
@@ -622,6 +626,7 @@ def test_bad_reward_configuration_fails_before_workers(trained, case):
     assert "RolloutWorker" not in text and not (tmp / "bad" / case / "checkpoint_p0").exists()
 
 
+@pytest.mark.slow
 def test_extrinsic_only_baseline_trains_and_is_evaluated_on_a_task(tmp_path):
     """The paper's game-reward-only baseline: trained in the single-skill env, then evaluated
     with --eval_target like the skill policy; evaluation finds the env in the saved config."""
@@ -640,3 +645,199 @@ def test_extrinsic_only_baseline_trains_and_is_evaluated_on_a_task(tmp_path):
     assert result["task"] == "gnomish" and result["episodes"] == 2
     # one network, no policy over skills: the whole episode is spent in the single skill
     assert list(result["skill_time_share"].values()) == [pytest.approx(1.0)]
+
+
+# ----------------------------------------------------------------------------- checkpoints past the best-model save
+
+def _steps_of(path: Path) -> int:
+    return int(path.stem.split("_")[2])
+
+
+def test_run_past_the_best_model_save_writes_checkpoints_the_default_loader_reads(trained):
+    import torch
+
+    tmp, _, _, proc = trained
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ckpt_dir = tmp / "skill_policy" / "e2e" / "checkpoint_p0"
+    best = sorted(ckpt_dir.glob("best_*.pth"))
+    assert best, "the run never crossed sample-factory's best-model save"
+    last = _checkpoints(tmp / "skill_policy" / "e2e")[-1]
+    for path in best + [last]:
+        state = torch.load(path)  # torch's default: weights_only=True
+        assert type(state["best_performance"]) is float, path
+    assert torch.load(last)["best_performance"] > -1e9, "the last checkpoint was written before the best-model save"
+
+
+def test_evaluation_on_the_best_checkpoint(trained):
+    tmp, base, _, proc = trained
+    assert proc.returncode == 0
+    ev = run_main(base + ["--evaluation", "True", "--eval_target", "gnomish", "--eval_episodes", "1",
+                          "--eval_num_envs", "1", "--load_checkpoint_kind", "best"], tmp)
+    assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
+    result = json.loads((tmp / "skill_policy" / "e2e" / "eval" / "gnomish_seed42.json").read_text())
+    assert Path(result["checkpoint"]).name.startswith("best_")
+
+
+def _write_pre_fix_format(path: Path) -> None:
+    """Rewrites a checkpoint the way sample-factory wrote it before the fix: best_performance a numpy.float64."""
+    import torch
+
+    state = torch.load(path)
+    state["best_performance"] = np.float64(state["best_performance"])
+    torch.save(state, path)
+    with pytest.raises(Exception, match="numpy"):
+        torch.load(path)
+
+
+def _copy_experiment(tmp: Path, name: str) -> tuple[Path, list[str]]:
+    import shutil
+
+    dst = tmp / name
+    shutil.copytree(tmp / "skill_policy" / "e2e", dst / "e2e")
+    shutil.rmtree(dst / "e2e" / "eval", ignore_errors=True)
+    return dst / "e2e", ["--train_dir", str(dst)]
+
+
+def test_kill_9_mid_run_then_resume_continues_from_the_newest_readable_checkpoint(trained):
+    """A run killed with SIGKILL, whose newest checkpoint is then damaged (a save cut short) and whose
+    older ones are in the pre-fix format, resumes from the newest readable one and keeps its step count."""
+    import signal
+    import time
+
+    tmp, base, _, proc = trained
+    assert proc.returncode == 0
+    exp, where = _copy_experiment(tmp, "killed")
+    start = _steps_of(_checkpoints(exp)[-1])
+    cmd = [sys.executable, "-m", "scripts.main", *base, *where, "--train_for_env_steps", str(start + 10_000_000),
+           "--save_every_steps", "1000"]
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    running = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    deadline = time.time() + 180
+    try:
+        while time.time() < deadline and _steps_of(_checkpoints(exp)[-1]) < start + 2000:
+            assert running.poll() is None, "training exited before it was killed"
+            time.sleep(0.5)
+    finally:
+        os.killpg(running.pid, signal.SIGKILL)
+        running.wait()
+    ckpts = _checkpoints(exp)
+    good = ckpts[-1]
+    assert _steps_of(good) >= start + 2000, "no checkpoint was written after the restart within 180 s"
+    for path in ckpts:
+        _write_pre_fix_format(path)
+    data = good.read_bytes()
+    train_step = int(good.stem.split("_")[1])
+    damaged = good.with_name(f"checkpoint_{train_step + 1:09d}_{_steps_of(good) + 999}.pth")
+    damaged.write_bytes(data[: len(data) // 2])
+    (exp / "checkpoint_p0" / "checkpoint_temp").write_bytes(data[:100])  # a save interrupted by the kill
+
+    good_steps = _steps_of(good)
+    again = run_main(base + where + ["--train_for_env_steps", str(good_steps + 1500)], tmp)
+    text = again.stdout + again.stderr
+    assert again.returncode == 0, text[-4000:]
+    assert f"skipping unreadable checkpoint {damaged}" in text and damaged.name in text
+    assert f"env_steps={good_steps}" in text and "starting from scratch" not in text
+    assert damaged.exists() and damaged.read_bytes() == data[: len(data) // 2], "the damaged file was touched"
+    newest = max(_steps_of(c) for c in _checkpoints(exp) if c != damaged)
+    assert newest > good_steps
+
+
+def test_resume_with_no_readable_checkpoint_stops_with_the_files_named(trained):
+    tmp, base, _, proc = trained
+    assert proc.returncode == 0
+    exp, where = _copy_experiment(tmp, "unreadable")
+    before = {p: p.read_bytes()[:64] for p in _checkpoints(exp)}
+    for path in before:
+        path.write_bytes(before[path])  # truncated to 64 bytes
+    again = run_main(base + where + ["--train_for_env_steps", "100000"], tmp, timeout=120)
+    text = again.stdout + again.stderr
+    assert again.returncode == 2, text[-3000:]
+    assert "cannot resume" in text and all(p.name in text for p in before) and "--restart_behavior restart" in text
+    assert "RolloutWorker" not in text
+    assert {p: p.read_bytes() for p in _checkpoints(exp)} == before, "nothing may be written or removed"
+
+    fresh = run_main(base + where + ["--train_for_env_steps", "1000", "--restart_behavior", "restart"], tmp)
+    assert fresh.returncode == 0, (fresh.stdout + fresh.stderr)[-3000:]
+    old = exp.parent / "e2e_old0001" / "checkpoint_p0"
+    assert sorted(p.name for p in old.glob("checkpoint_*.pth")) == sorted(p.name for p in before)
+    assert min(_steps_of(c) for c in _checkpoints(exp)) < 3000
+
+
+# ----------------------------------------------------------------------------- fidelity to the release's training
+
+def test_depth_change_reaching_the_reward_models_is_clipped_to_one_level():
+    """A trapdoor (two levels down while one skill runs) is read as one level, as in the release."""
+    from rl_baseline.intrinsic_reward import IntrinsicReward, ScoreCache
+
+    class Recorder(LengthModel):
+        seen: list[float] = []
+
+        def score(self, messages, depth_change):
+            Recorder.seen.extend(float(d) for d in np.asarray(depth_change).reshape(-1))
+            return super().score(messages, depth_change)
+
+    class TrapdoorNLE(ScriptedNLE):
+        SCRIPT = [("There is a trap door here.", 1, False), ("You fall through a trap door!", 3, False),
+                  ("You climb up the stairs.", 1, False)]
+
+    class StayDescender(ScriptedMetaPolicy):
+        def should_terminate(self, *args):
+            return False
+
+        def next_skill(self, *args):
+            return "descender"
+
+    meta = StayDescender()
+    reward = IntrinsicReward([Recorder(1.0) for _ in SKILLS], [1.0] * len(SKILLS), beta=1.0, llm_coef=0.1,
+                             cache=ScoreCache())
+    env = SkillRuntime(TrapdoorNLE(), lambda: meta, reward, num_skills=len(SKILLS), observation_fn=one_hot_obs,
+                       observation_space=gym.spaces.Dict({}))
+    env.reset()
+    for _ in range(3):
+        env.step(0)
+    assert Recorder.seen == [0.0, 1.0, 0.0], Recorder.seen  # +2 levels is read as +1
+
+
+def test_reward_training_inputs_clip_the_depth_change():
+    from rlaif.dataset import STAT_FIELDS, STAT_INDEX, ObservationDataset
+    from rlaif.train_reward import reward_inputs
+
+    n = 4
+    stats = np.zeros((n, 2, len(STAT_FIELDS)), dtype=np.int64)
+    d = STAT_INDEX["depth"]
+    stats[:, 0, d] = [1, 1, 4, 2]
+    stats[:, 1, d] = [3, 2, 1, 2]  # +2 (a hole), +1, -3, 0
+    messages = np.zeros((n, 2, 256), dtype=np.uint8)
+    ds = ObservationDataset(messages=messages, stats=stats)
+    assert reward_inputs(ds).depth_change.tolist() == [1.0, 1.0, -1.0, 0.0]
+
+
+def test_release_learner_defaults_and_reward_scale_on_the_game_reward_only():
+    from rl_baseline.sf.cfg import SkillEnvConfig, parse_cfg
+    from rl_baseline.sf.env import build_skill_env
+
+    cfg = parse_cfg(["--reward_scale", "0.1", "--extrinsic_reward", "0.5", "--llm_reward", "0.1",
+                     "--code_seed", "-1", "--max_episode_steps", "50"])
+    assert cfg.rnn_type == "gru" and cfg.with_vtrace is True and cfg.normalize_returns is False
+    assert cfg.msg_max_keys == 20
+    # sample-factory must not scale the env's reward: the skill reward enters unscaled, as in the release
+    assert cfg.reward_scale == 1.0 and cfg.game_reward_scale == 0.1
+    env = build_skill_env(SkillEnvConfig.from_cfg(cfg))
+    try:
+        assert env.reward_fn.extrinsic_coef == pytest.approx(0.05)  # 0.5 x 0.1 on the game reward
+        assert env.reward_fn.combine(10.0, 2.0) == pytest.approx(0.05 * 10.0)  # no reward model loaded
+        assert env.reward_fn.msg_max_keys == 20
+    finally:
+        env.close()
+    assert parse_cfg(["--rnn_type", "lstm"]).rnn_type == "lstm"
+    assert parse_cfg(["--msg_max_keys", "-1"]).msg_max_keys == -1
+
+
+@pytest.mark.parametrize("argv,flag", [(["--msg_max_keys", "-2"], "--msg_max_keys"),
+                                       (["--rnn_type", "transformer"], "--rnn_type")])
+def test_bad_learner_flags_exit_with_the_flag_named(tmp_path, argv, flag):
+    proc = run_main(argv + ["--train_dir", str(tmp_path), "--experiment", "bad", "--device", "cpu"], tmp_path,
+                    timeout=120)
+    assert proc.returncode == 2 and flag in proc.stdout + proc.stderr
+    assert not (tmp_path / "bad").exists()

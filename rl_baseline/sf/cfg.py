@@ -9,6 +9,9 @@ release flag                  here
 ``--save_every_steps N``      extra checkpoint every N env steps (an observer asks
                               the learner to save); ``--save_every_sec`` still works
 ``--keep_checkpoints``        sample-factory's ``--keep_checkpoints`` (same meaning)
+``--reward_scale 0.1``        scales the game reward only (as the release's actor did);
+                              sample-factory's own ``reward_scale``, which would scale
+                              the skill reward too, is set to 1
 ``--obs_scale 255``           the paper's pixel scale, applied inside the CDGPT5
                               encoder; sample-factory's own ``obs_scale`` (which
                               only touches a key named ``obs``) is set to 1
@@ -24,7 +27,9 @@ release flag                  here
 Defaults follow the paper (Table 2): APPO, 24 workers x 20 envs, batch 4096, reward
 scale 0.1, obs scale 255, PPO clip 0.1, value clip 1.0, 1 epoch, max grad norm 4.0,
 value loss coefficient 0.5, entropy loss, extrinsic 0.0, LLM 0.1, beta 3, thresholds
-[0.95,0.85,0.85,0.85,0.85], 10,000 steps per episode, code seed 42, seed 2, LSTM core.
+[0.95,0.85,0.85,0.85,0.85], 10,000 steps per episode, code seed 42, seed 2; and the
+release's learner: GRU core, V-trace advantages, no return normalisation, message counts over
+the 20 most recently seen messages (``--msg_max_keys``).
 """
 from __future__ import annotations
 
@@ -78,7 +83,11 @@ PAPER_DEFAULTS: dict[str, Any] = dict(
     value_loss_coeff=0.5,
     exploration_loss="entropy",
     use_rnn=True,
-    rnn_type="lstm",
+    rnn_type="gru",  # the release's core (sample-factory 1's default); --rnn_type lstm still works
+    # the release's learner: V-trace advantages (rho = c = 1), no return normalisation (sample-factory 2
+    # refuses the two together, and the release had none)
+    with_vtrace=True,
+    normalize_returns=False,
     seed=2,
     train_dir="train_dir/skill_policy",
     experiment="default",
@@ -110,6 +119,10 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                    help="coefficient of the intrinsic reward from the skills' reward models")
     g.add_argument("--beta_count_exponent", type=float, default=3.0,
                    help="intrinsic reward is divided by count(message in episode) ** beta")
+    g.add_argument("--msg_max_keys", type=int, default=20,
+                   help="message counts of the count-based division are kept for this many most recently seen "
+                        "distinct messages (the release's default 20); a message pushed out starts again at "
+                        "count 1; -1 counts over the whole episode")
     g.add_argument("--eps_threshold_quantile", type=str, default=DEFAULT_QUANTILES,
                    help="per-skill quantile of the normalised reward below which the intrinsic reward is 0 "
                         "(list, or one value for every skill)")
@@ -200,13 +213,20 @@ def parse_cfg(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def finalize_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
     """Fills derived values (skill count, parsed lists) and checks flag combinations."""
-    from rl_baseline.intrinsic_reward import RewardConfigError, parse_quantiles, parse_reward_dirs
+    from rl_baseline.intrinsic_reward import RewardConfigError, check_msg_max_keys, parse_quantiles, parse_reward_dirs
     from rl_baseline.task_names import ALL_TASKS, EVAL_TASKS
 
     if cfg.env not in (SKILL_ENV, MOTIF_ENV):
         raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
     if cfg.env == MOTIF_ENV and cfg.root_env not in ROOT_ENVS:
         raise ConfigError(f"--root_env {cfg.root_env!r}: expected one of {', '.join(ROOT_ENVS)}")
+    if float(cfg.reward_scale) != 1.0:
+        # the release's --reward_scale scales the game reward only; the skill reward enters unscaled
+        # (sample-factory 2 would scale the env's whole reward, making --llm_reward 0.1 an effective 0.01)
+        cfg.game_reward_scale = float(cfg.reward_scale)
+        cfg.reward_scale = 1.0
+    elif getattr(cfg, "game_reward_scale", None) is None:
+        cfg.game_reward_scale = 1.0
     if float(cfg.obs_scale) != 1.0:
         # the release's --obs_scale 255 is the encoder's pixel scale (see the module docstring)
         cfg.encoder_obs_scale = float(cfg.obs_scale)
@@ -223,6 +243,7 @@ def finalize_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
             f"got {cfg.eval_target!r}"
         )
     try:
+        check_msg_max_keys(cfg.msg_max_keys)
         cfg.reward_dirs = parse_reward_dirs(cfg.reward_dir)
         cfg.threshold_quantiles = parse_quantiles(cfg.eps_threshold_quantile, cfg.num_skills)
         if cfg.eps_threshold_quantile == DEFAULT_QUANTILES:
@@ -281,8 +302,10 @@ class SkillEnvConfig:
     reward_dirs: tuple[str, ...] = ()
     quantiles: tuple[float, ...] = ()
     beta: float = 3.0
+    msg_max_keys: int = 20
     llm_reward: float = 0.1
     extrinsic_reward: float = 0.0
+    game_reward_scale: float = 1.0
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "SkillEnvConfig":
@@ -297,6 +320,8 @@ class SkillEnvConfig:
             reward_dirs=tuple(cfg.reward_dirs),
             quantiles=tuple(cfg.threshold_quantiles),
             beta=float(cfg.beta_count_exponent),
+            msg_max_keys=int(cfg.msg_max_keys),
             llm_reward=float(cfg.llm_reward),
             extrinsic_reward=float(cfg.extrinsic_reward),
+            game_reward_scale=float(getattr(cfg, "game_reward_scale", 1.0)),
         )

@@ -109,7 +109,8 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
     if config.env == MOTIF_ENV:
         env = MotifTaskReward(env, config.root_env)
     reward = build_intrinsic_reward(
-        config.reward_dirs, config.quantiles, config.beta, config.llm_reward, config.extrinsic_reward
+        config.reward_dirs, config.quantiles, config.beta, config.llm_reward,
+        config.extrinsic_reward * config.game_reward_scale, msg_max_keys=config.msg_max_keys,
     )
     if config.task is not None:
         from rl_baseline.skills.meta_policy import load

@@ -1,6 +1,7 @@
 """Zero-shot evaluation of a trained skill policy on one task, in-process.
 
-The latest checkpoint of ``{train_dir}/{experiment}`` is loaded into sample-factory's
+The newest checkpoint of ``{train_dir}/{experiment}`` (``--load_checkpoint_kind latest``,
+the default, or ``best``) is loaded into sample-factory's
 actor-critic; ``--eval_num_envs`` environments (the task's meta-policy composing the
 skills) are stepped together in this process, without training. The task tracker of
 :mod:`rl_baseline.tasks.detectors` decides success/counts; an episode stops when the
@@ -24,6 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rl_baseline.sf.cfg import SkillEnvConfig, finalize_cfg, validate_cfg
+from rl_baseline.sf.checkpoints import CheckpointError, checkpoint_dir, load_newest
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +137,6 @@ def _save_gif(frames: list[np.ndarray], path: Path) -> None:
 def evaluate(cfg: Any) -> dict:
     """Runs the evaluation described in the module docstring; returns the summary dict."""
     import torch
-    from sample_factory.algo.learning.learner import Learner
     from sample_factory.algo.utils.action_distributions import argmax_actions
     from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
     from sample_factory.cfg.arguments import load_from_checkpoint
@@ -161,12 +162,21 @@ def evaluate(cfg: Any) -> dict:
     actor_critic = create_actor_critic(cfg, envs[0].observation_space, envs[0].action_space)
     actor_critic.eval()
     actor_critic.model_to_device(device)
-    checkpoints = Learner.get_checkpoints(Learner.checkpoint_dir(cfg, 0), "checkpoint_*")
-    if not checkpoints:
-        raise FileNotFoundError(f"no checkpoint under {Learner.checkpoint_dir(cfg, 0)}; train first")
-    state = Learner.load_checkpoint(checkpoints, device)
-    actor_critic.load_state_dict(state["model"])
-    logger.info("evaluating %s (env steps %s) on %s", checkpoints[-1], state.get("env_steps"), task)
+    ckpt_dir = checkpoint_dir(cfg.train_dir, cfg.experiment)
+    # the newest checkpoint of --load_checkpoint_kind (latest|best), or an error naming it: results
+    # must belong to the checkpoint the user asked for, so no silent fallback to an older one
+    loaded = load_newest(ckpt_dir, cfg.load_checkpoint_kind, device, fallback=False)
+    if loaded is None:
+        prefix = "checkpoint" if cfg.load_checkpoint_kind == "latest" else "best"
+        raise FileNotFoundError(f"no {prefix}_*.pth under {ckpt_dir} (--load_checkpoint_kind "
+                                f"{cfg.load_checkpoint_kind}); train first")
+    state = loaded.state
+    try:
+        actor_critic.load_state_dict(state["model"])
+    except RuntimeError as exc:
+        raise CheckpointError(f"{loaded.path}: its network does not match this experiment's configuration "
+                              f"({str(exc).splitlines()[0]})") from exc
+    logger.info("evaluating %s (env steps %s) on %s", loaded.path, state.get("env_steps"), task)
 
     action_names = _action_names()
     trackers = [make_task_tracker(task) for _ in range(n_envs)]
@@ -233,7 +243,7 @@ def evaluate(cfg: Any) -> dict:
 
     summary = summarize(task, TASK_MEASURE[task], results[: int(cfg.eval_episodes)], skill_names)
     summary.update(
-        code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=checkpoints[-1],
+        code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(loaded.path),
         env_steps=int(state.get("env_steps", 0) or 0), deterministic=bool(cfg.eval_deterministic_actions),
     )
     stem = eval_dir(cfg) / f"{task}_seed{cfg.code_seed}"

@@ -9,6 +9,9 @@ This is ``sample_factory.train.run_rl`` with two observers attached to the runne
   sample-factory's processes (rollout, inference or learner worker) has exited while
   training is still going: sample-factory itself would otherwise keep waiting for
   the dead worker's samples (or, at best, notice after ``--heartbeat_reporting_interval``);
+* the learner is :class:`rl_baseline.sf.learner.MaestroLearner`: checkpoints readable by
+  torch's safe loader, resume from the newest readable checkpoint (:func:`check_resume`
+  says which before workers start, or stops with the files named);
 * :class:`SkillStatsObserver` writes per-skill means of the episode statistics
   (``skills/...`` and ``intrinsic/...`` keys of ``episode_extra_stats``) to tensorboard
   as soon as there are any (sample-factory's own summaries wait for ``--stats_avg``
@@ -203,24 +206,45 @@ def probe_env(cfg: Any) -> None:
         raise ConfigError(f"--env {cfg.env}: building the environment failed: {type(exc).__name__}: {exc}") from exc
 
 
+def check_resume(cfg: Any) -> None:
+    """Before any worker starts: the checkpoint a resumed run will continue from, or a clear error.
+
+    Raises :class:`ConfigError` when the experiment holds checkpoints and none can be read
+    (sample-factory would otherwise train from step 0 without a word); see
+    :mod:`rl_baseline.sf.checkpoints`.
+    """
+    from rl_baseline.sf.cfg import ConfigError
+    from rl_baseline.sf.checkpoints import CheckpointError, checkpoint_dir, load_newest
+
+    if cfg.restart_behavior != "resume":
+        return
+    ckpt_dir = checkpoint_dir(cfg.train_dir, cfg.experiment)
+    try:
+        loaded = load_newest(ckpt_dir, cfg.load_checkpoint_kind, "cpu", fallback=True)
+    except CheckpointError as exc:
+        raise ConfigError(f"cannot resume: {exc}") from exc
+    if loaded is not None:
+        logger.info("resuming from %s at %d env steps", loaded.path, loaded.env_steps)
+
+
 def train(cfg: Any) -> int:
     """Validates, registers, and runs sample-factory training; returns its status code."""
-    from sample_factory.algo.runners.runner_parallel import ParallelRunner
-    from sample_factory.algo.runners.runner_serial import SerialRunner
     from sample_factory.algo.utils.misc import ExperimentStatus
     from sample_factory.cfg.arguments import maybe_load_from_checkpoint
     from sample_factory.utils.utils import experiment_dir
 
     from rl_baseline.sf.env import register_envs
+    from rl_baseline.sf.learner import MaestroParallelRunner, MaestroSerialRunner
 
     if cfg.restart_behavior == "resume":
         # saved config + command-line overrides, as sample-factory's make_runner does
         cfg = maybe_load_from_checkpoint(cfg)
         finalize_cfg(cfg)
     validate_cfg(cfg)
+    check_resume(cfg)
     register_envs()
     probe_env(cfg)
-    runner = (SerialRunner if cfg.serial_mode else ParallelRunner)(cfg)
+    runner = (MaestroSerialRunner if cfg.serial_mode else MaestroParallelRunner)(cfg)
     runner.register_observer(StepCheckpointer(cfg.save_every_steps))
     runner.register_observer(SkillStatsObserver(experiment_dir(cfg=cfg)))
     watchdog = ProcessWatchdog()

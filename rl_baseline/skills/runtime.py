@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 from rl_baseline.intrinsic_reward import IntrinsicReward
+from rlaif.reward_model import clip_depth_change
 from rlaif.skills import NUM_SKILLS, SKILLS
 
 logger = logging.getLogger(__name__)
@@ -320,7 +321,7 @@ class SkillRuntime(gym.Wrapper):
         prev_depth = self.last_depth
         self.last_depth = depth
         msg_arr = obs["message"]
-        intrinsic = self.reward_fn.intrinsic(active, msg_arr, depth - self.skill_start_depth)
+        intrinsic = self.reward_fn.intrinsic(active, msg_arr, clip_depth_change(depth - self.skill_start_depth))
         reward = self.reward_fn.combine(game_reward, intrinsic)
         st = self.stats
         st.time[active] += 1

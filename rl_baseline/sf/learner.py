@@ -1,0 +1,105 @@
+"""sample-factory's learner and runners, with this project's checkpoint handling.
+
+Subclasses only (sample-factory itself is never modified):
+
+* :class:`MaestroLearner` writes checkpoints that torch's safe loader reads (numbers as
+  Python numbers; sample-factory stores the best-model score as ``numpy.float64``), and
+  resumes through :func:`rl_baseline.sf.checkpoints.load_newest`: the newest readable
+  checkpoint, a warning for each skipped file, an error (never a silent fresh start) when
+  checkpoints exist but none can be read;
+* :class:`MaestroLearnerWorker` hosts that learner; :class:`MaestroParallelRunner` and
+  :class:`MaestroSerialRunner` create that worker. They live at module level so that
+  sample-factory's spawned learner process can unpickle them.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from sample_factory.algo.learning.learner import Learner
+from sample_factory.algo.learning.learner_worker import LearnerWorker
+from sample_factory.algo.runners.runner_parallel import ParallelRunner
+from sample_factory.algo.runners.runner_serial import SerialRunner
+from sample_factory.utils.attr_dict import AttrDict
+from sample_factory.utils.utils import log
+
+from rl_baseline.sf.checkpoints import list_checkpoints, load_newest, plain_numbers
+
+
+class MaestroLearner(Learner):
+    # files found unreadable at resume: reported, and never removed by checkpoint rotation
+    unreadable: tuple[Path, ...] = ()
+
+    def load_from_checkpoint(self, policy_id: int, load_progress: bool = True) -> None:
+        ckpt_dir = self.checkpoint_dir(self.cfg, policy_id)
+        loaded = load_newest(ckpt_dir, self.cfg.load_checkpoint_kind, self.device, fallback=True)
+        if loaded is None:
+            log.info("no checkpoint in %s: starting from scratch", ckpt_dir)
+            return
+        self.unreadable = tuple(path for path, _ in loaded.skipped)
+        log.info("loading %s", loaded.path)
+        self._load_state(loaded.state, load_progress=load_progress)
+
+    def _record_summaries(self, train_loop_vars: Any) -> Any:
+        # sample-factory 2.1.1 reads the GAE advantages of the minibatch for its adv_min/adv_max
+        # summaries, which do not exist with --with_vtrace True (the release's estimator) and would
+        # crash the learner; report them as NaN there (adv_mean/adv_std of the V-trace advantages stay).
+        mb = train_loop_vars.mb
+        if "advantages" not in mb:
+            patched = AttrDict(mb)
+            patched.advantages = torch.full((1,), float("nan"))
+            train_loop_vars.mb = patched
+        return super()._record_summaries(train_loop_vars)
+
+    def _get_checkpoint_dict(self) -> dict[str, Any]:
+        return plain_numbers(super()._get_checkpoint_dict())
+
+    def _save_impl(self, name_prefix: str, name_suffix: str, keep_checkpoints: int, verbose: bool = True) -> bool:
+        """sample-factory's save, with a temporary name outside the checkpoint patterns and a
+        rotation that only counts real checkpoints of this kind (its own counts ``checkpoint_temp``,
+        left by a killed save, and can then delete the newest real checkpoint) and keeps the files
+        reported unreadable at resume."""
+        if not self.is_initialized:
+            return False
+        checkpoint = self._get_checkpoint_dict()
+        ckpt_dir = Path(self.checkpoint_dir(self.cfg, self.policy_id))
+        name = f"{name_prefix}_{self.train_step:09d}_{self.env_steps}{name_suffix}.pth"
+        path = ckpt_dir / name
+        tmp = ckpt_dir / f".{name}.tmp"
+        if verbose:
+            log.info("Saving %s...", path)
+        torch.save(checkpoint, tmp)
+        os.replace(tmp, path)
+        kind = "best" if name_prefix == "best" else "latest"
+        rotating = [p for p in list_checkpoints(ckpt_dir, kind) if p not in self.unreadable]
+        for old in rotating[: max(0, len(rotating) - int(keep_checkpoints))]:
+            if verbose:
+                log.debug("Removing %s", old)
+            old.unlink(missing_ok=True)
+        return True
+
+    def save_best(self, policy_id: int, metric: str, metric_value: float) -> bool:
+        # the runner passes np.mean(...) (numpy.float64): keep the learner's copy a Python float
+        return super().save_best(policy_id, metric, float(metric_value))
+
+
+class MaestroLearnerWorker(LearnerWorker):
+    def __init__(self, evt_loop: Any, cfg: Any, env_info: Any, buffer_mgr: Any, batcher: Any, policy_id: int):
+        super().__init__(evt_loop, cfg, env_info, buffer_mgr, batcher, policy_id=policy_id)
+        # the learner is only configured here; its model and optimizer are built in init()
+        self.learner = MaestroLearner(cfg, env_info, buffer_mgr.policy_versions, policy_id, self.param_server)
+
+
+def _make_maestro_learner(runner: Any, event_loop: Any, policy_id: int, batcher: Any) -> MaestroLearnerWorker:
+    return MaestroLearnerWorker(event_loop, runner.cfg, runner.env_info, runner.buffer_mgr, batcher,
+                                policy_id=policy_id)
+
+
+class MaestroParallelRunner(ParallelRunner):
+    _make_learner = _make_maestro_learner
+
+
+class MaestroSerialRunner(SerialRunner):
+    _make_learner = _make_maestro_learner
