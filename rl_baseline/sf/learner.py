@@ -25,7 +25,8 @@ from sample_factory.algo.runners.runner_serial import SerialRunner
 from sample_factory.utils.attr_dict import AttrDict
 from sample_factory.utils.utils import log
 
-from rl_baseline.sf.checkpoints import list_checkpoints, load_newest, plain_numbers
+from rl_baseline.sf.checkpoints import list_checkpoints, load_newest
+from rlaif.torch_files import plain_numbers
 
 
 class MaestroLearner(Learner):
