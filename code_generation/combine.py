@@ -105,6 +105,8 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
               f"# joined with the {label} and the task's initial values by\n"
               f"# `python -m scripts.combine`. Interface: see rl_baseline/skills/meta_policy.py.\n\n")
     joined = lines[:insert_at] + ["", "    # --- joined by scripts.combine ---", body] + lines[insert_at:]
+    if "random." in added and not any(line.strip() == "import random" for line in lines):
+        header += "import random  # the task's initial values draw from it\n\n"
     return header + "\n".join(joined).rstrip() + "\n"
 
 

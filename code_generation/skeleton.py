@@ -14,7 +14,7 @@ class NetHackPlayer:
         # current_skill: the skill that just ended ("discoverer", "descender", "ascender",
         # "worshipper" or "merchant"); dungeon_depth: the current depth; branch_number: 0 in
         # the Dungeons of Doom, 2 in the Gnomish Mines; merchant_precondition: a shopkeeper is
-        # next to the hero and items can be sold; worshipper_precondition: an altar is next
-        # to the hero and items can be identified.
+        # in view of the hero and items can be sold; worshipper_precondition: an altar is in
+        # view of the hero and items can be identified.
         # Returns the name of the next skill.
         return "discoverer"

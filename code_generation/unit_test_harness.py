@@ -8,13 +8,13 @@
 # The simulation works at the level of skills: every call of perform_task picks the
 # next skill, which then runs to completion:
 #   discoverer  explores the level: gold, kills, experience, items; may bring the
-#               hero next to a shopkeeper or an altar; eats when hungry.
+#               hero near a shopkeeper or an altar; eats when hungry.
 #   descender   goes one level down. On the Dungeons of Doom level holding the
 #               Gnomish Mines entrance, half of the descents lead into the Mines.
 #   ascender    goes one level up; from the first Mines level back to the Dungeons
 #               of Doom; from depth 1 of the Dungeons of Doom out of the dungeon.
-#   merchant    sells one item when a shopkeeper is next to the hero.
-#   worshipper  drops the items on an altar next to the hero (BUC identification).
+#   merchant    sells one item when a shopkeeper is near the hero.
+#   worshipper  drops the items on an altar near the hero (BUC identification).
 # branch_number follows NetHack: 0 the Dungeons of Doom, 2 the Gnomish Mines.
 # branch_depth is -2 until the hero first enters the Mines, then the depth of the
 # Dungeons of Doom level holding the Mines entrance (as in the game run-time).
@@ -68,16 +68,23 @@ class SimDungeon:
         return worshipper_ok, merchant_ok
 
     def neighbourhood(self):
-        chars = [[ord(".")] * 3 for _ in range(3)]
-        colors = [[7] * 3 for _ in range(3)]
-        chars[1][1] = ord("@")
-        colors[1][1] = 15
+        # The 7x7 window the game run-time passes: four rows above the hero, two below, the
+        # hero at [4][3] with colour 0. A green '@' (a watchman) and a cyan '_' (an iron
+        # chain) are always in view: neither is a shopkeeper or an altar.
+        chars = [[ord(".")] * 7 for _ in range(7)]
+        colors = [[7] * 7 for _ in range(7)]
+        chars[4][3] = ord("@")
+        colors[4][3] = 0
+        chars[6][6] = ord("@")
+        colors[6][6] = SIM_COLOR_MAP["green"]
+        chars[0][6] = ord("_")
+        colors[0][6] = SIM_COLOR_MAP["cyan"]
         if self.adjacent == "shop":
-            chars[0][1] = ord("@")
-            colors[0][1] = 15
+            chars[2][5] = ord("@")
+            colors[2][5] = SIM_COLOR_MAP["@"]
         if self.adjacent == "altar":
-            chars[1][2] = ord("_")
-            colors[1][2] = 7
+            chars[5][1] = ord("_")
+            colors[5][1] = SIM_COLOR_MAP["_"]
         return chars, colors
 
     def step(self, skill):
@@ -168,8 +175,10 @@ def run_episode(player_class, seed, max_steps=200, max_depth=5, stop=None, verbo
 
     Each history entry is a dict of the state when the skill was chosen: step, skill,
     depth, branch, merchant_ok, worshipper_ok, gold, kills, xp_level, turn, sold,
-    ate_in_mines.
+    ate_in_mines. The module-level random generator is seeded with ``seed`` first, so a
+    policy that draws its settings with ``random`` behaves the same in every run.
     """
+    random.seed(seed)
     sim = SimDungeon(seed)
     player = player_class(max_depth, -2)
     if hasattr(player, "set_initial_values"):
@@ -227,7 +236,7 @@ def check_skill_functions(player_class):
             sim.adjacent = adjacent
             chars, colors = sim.neighbourhood()
             got = player.skill_precondition(chars, colors, sim.items, SIM_COLOR_MAP)
-            assert (bool(got[0]), bool(got[1])) == expected, "skill_precondition wrong next to " + repr(adjacent)
+            assert (bool(got[0]), bool(got[1])) == expected, "skill_precondition wrong near " + repr(adjacent)
         sim.items = 0
         sim.adjacent = "shop"
         chars, colors = sim.neighbourhood()
@@ -247,14 +256,14 @@ def run_trials(player_class, trials=10, max_steps=200, max_depth=5, stop=None, v
 
 
 def check_initiation(sims):
-    """Every time a shopkeeper (altar) was next to the hero with items held, merchant (worshipper) was chosen."""
+    """Every time a shopkeeper (altar) was near the hero with items held, merchant (worshipper) was chosen."""
     for sim in sims:
         for entry in sim.history:
             if entry["merchant_ok"] and entry["skill"] != "merchant":
-                raise AssertionError("step %d: a shopkeeper was next to the hero but %s was chosen"
+                raise AssertionError("step %d: a shopkeeper was near the hero but %s was chosen"
                                      % (entry["step"], entry["skill"]))
             if entry["worshipper_ok"] and not entry["merchant_ok"] and entry["skill"] != "worshipper":
-                raise AssertionError("step %d: an altar was next to the hero but %s was chosen"
+                raise AssertionError("step %d: an altar was near the hero but %s was chosen"
                                      % (entry["step"], entry["skill"]))
 
 

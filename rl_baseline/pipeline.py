@@ -79,7 +79,8 @@ class PipelineConfig:
     reward_batch_size: int = 64
     reward_lr: float = 1e-3
     reward_workers: int = 0
-    reward_small_model: bool = True  # embed 8, one conv layer of 16, hidden 16
+    reward_small_model: bool = True  # the "small" reward model with embed 8, one conv layer of 16, hidden 16
+    # (False: the release's reward architecture, scripts.train_reward's default)
     # phase 2-3: code generation
     code_task: str = "gnomish"  # the task whose code generation is replayed (smoke) ...
     code_tasks: tuple[str, ...] = ()  # ... or generated for real (paper: every task)
@@ -145,7 +146,7 @@ PRESETS: dict[str, dict] = {
     # about 5 to 8 minutes on 2 CPU cores (measured 4.8 minutes: collect 60s, reward 29s, train 128s, eval 64s)
     "smoke": dict(out_dir="train_dir/pipeline_smoke", num_pairs=300, reward_epochs=5, train_for_env_steps=40_000,
                   max_episode_steps=500, eval_episodes=6, eval_num_envs=2, experiment="smoke",
-                  save_best_after=10_000),
+                  save_best_after=10_000, reward_small_model=False),
     # the test suite's run: every phase, as small as it gets
     "ci": dict(out_dir="train_dir/pipeline_ci", num_pairs=40, reward_epochs=2, reward_batch_size=16,
                train_for_env_steps=2_000, num_envs_per_worker=2, batch_size=256, rollout=16,
@@ -157,7 +158,7 @@ PRESETS: dict[str, dict] = {
                   reward_small_model=False, code_tasks=("exploration",) + EVAL_TASKS,
                   train_for_env_steps=4_000_000_000, num_workers=24, num_envs_per_worker=20, batch_size=4096,
                   rollout=0, max_episode_steps=10_000, experiment="default", device="gpu",
-                  save_every_steps=50_000_000, eval_episodes=1000, eval_num_envs=16),
+                  save_every_steps=50_000_000),
 }
 
 
@@ -341,7 +342,10 @@ def _small_plan(cfg: PipelineConfig) -> list[Phase]:
         video = task == cfg.video_target
         out.append(Phase(
             f"eval/{task}", "eval", "scripts.main",
-            train_args + ["--evaluation", "True", "--eval_target", task, "--eval_episodes", str(cfg.eval_episodes),
+            # a fixed number of episodes at this scale (--eval_protocol project); the JSON still
+            # scores every episode by the release's rules too
+            train_args + ["--evaluation", "True", "--eval_target", task, "--eval_protocol", "project",
+                          "--eval_episodes", str(cfg.eval_episodes),
                           "--eval_num_envs", str(cfg.eval_num_envs)] + (["--save_video", "True"] if video else []),
             outputs=[str(stem.with_suffix(".json"))] + ([str(stem.with_suffix(".gif"))] if video else []),
         ))
@@ -411,10 +415,10 @@ def _paper_plan(cfg: PipelineConfig) -> list[Phase]:
     targets = tuple(cfg.eval_targets)
     out.append(Phase(
         "eval/targets", "eval", "scripts.main",
-        train_args + ["--evaluation", "True", "--eval_target", "${EVAL_TARGETS[$SLURM_ARRAY_TASK_ID]}",
-                      "--eval_episodes", str(cfg.eval_episodes), "--eval_num_envs", str(cfg.eval_num_envs)],
+        train_args + ["--evaluation", "True", "--eval_target", "${EVAL_TARGETS[$SLURM_ARRAY_TASK_ID]}"],
         array=f"0-{len(targets) - 1}", array_values=targets,
-        note="one array task per evaluation target",
+        note="one array task per evaluation target; the release's protocol (480 games, 3M env steps, "
+             "mean over the last 1000 finished episodes)",
     ))
     out.append(Phase("report", "report", "scripts.report", ["--train_dir", cfg.out_dir, "--out", cfg.report_dir]))
     return out

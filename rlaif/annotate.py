@@ -56,7 +56,10 @@ from rlaif.dataset import MESSAGE_LEN, STAT_FIELDS, DatasetError, ObservationDat
 from rlaif.preferences import (
     UNKNOWN,
     PreferenceError,
+    UNDECIDED_WARNING,
+    compare_with_release,
     label_counts,
+    label_shares,
     load_preferences,
     save_preferences,
 )
@@ -127,6 +130,7 @@ class AnnotationSummary:
     counts: dict[str, int]
     final_path: str | None = None
     merged: np.ndarray | None = field(default=None, repr=False)
+    skill: str = ""
 
     @property
     def pairs_per_second(self) -> float:
@@ -147,6 +151,13 @@ class AnnotationSummary:
             f"speed: {self.pairs_per_second:.1f} pairs/s over {self.seconds:.2f}s",
         ]
         lines.append(f"final file: {self.final_path}" if self.final_path else "final file: not merged yet (chunks remain)")
+        if self.merged is not None:
+            lines.append("all chunks, " + compare_with_release(self.skill, self.merged))
+            shares = label_shares(self.merged)
+            undecided = shares["tie"] + shares["unknown"]
+            if undecided > UNDECIDED_WARNING:
+                lines.append(f"WARNING: {100 * undecided:.0f}% of the pairs are ties or unknown "
+                             f"(the release's files have 2-6%, 26% for the ascender): check the prompt and the parser")
         return "\n".join(lines)
 
 
@@ -263,7 +274,8 @@ def merge_chunks(
     out = final_path(preference_dir, annotator)
     save_preferences(out, labels)
     _write_json_atomic(final_meta_path(preference_dir, annotator),
-                       {"annotator": annotator, "num_pairs": num_pairs, "fingerprint": fingerprint, "n_chunks": n_chunks})
+                       {"annotator": annotator, "num_pairs": num_pairs, "fingerprint": fingerprint, "n_chunks": n_chunks,
+                        "label_counts": label_counts(labels), "label_shares": label_shares(labels)})
     logger.info("merged %d chunks into %s (%s)", n_chunks, out, label_counts(labels))
     return labels
 
@@ -510,7 +522,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     merged = merge_chunks(pdir, ann, cfg.n_chunks, num_pairs, fingerprint)
     summary = AnnotationSummary(
         ann, tag, num_pairs, end - start, annotated, retried, unparseable, seconds, label_counts(labels),
-        str(final_path(pdir, ann)) if merged is not None else None, merged,
+        str(final_path(pdir, ann)) if merged is not None else None, merged, cfg.goal_key,
     )
     for line in summary.text().splitlines():
         logger.info(line)

@@ -516,6 +516,8 @@ class ExplorerPolicy(Policy):
             return self.pending.pop(0)
         blstats = obs["blstats"]
         msg = bytes(np.asarray(obs["message"], dtype=np.uint8)).split(b"\0", 1)[0]
+        if b"What do you want to eat" in msg or b"What do you want to drink" in msg:
+            return t.answer_yes  # 'y' takes the first item offered (the env's rule)
         if _OPEN_QUESTION.search(msg):
             if b"Sell it" in msg and self.rng.random() < self.config.sell_prob:
                 return t.answer_yes

@@ -69,3 +69,34 @@ def save_preferences(path: str | os.PathLike, labels: np.ndarray) -> None:
 def label_counts(labels: np.ndarray) -> dict[str, int]:
     counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=4)
     return {LABEL_NAMES[i]: int(counts[i]) for i in range(4)}
+
+
+#: Label shares (first, second, tie, unknown) of the authors' released preference files
+#: (``preference/llama3_{skill}_default.npy``, Llama-3.1-70B), to compare a run against.
+RELEASE_LABEL_SHARES: dict[str, tuple[float, float, float, float]] = {
+    "discoverer": (0.525, 0.447, 0.028, 0.0),
+    "descender": (0.455, 0.485, 0.060, 0.0),
+    "ascender": (0.326, 0.414, 0.260, 0.0),
+    "worshipper": (0.562, 0.416, 0.022, 0.0),
+    "merchant": (0.513, 0.466, 0.021, 0.0),
+}
+#: A tie + unknown share above this (and well above the release's) is worth a look.
+UNDECIDED_WARNING = 0.30
+
+
+def label_shares(labels: np.ndarray) -> dict[str, float]:
+    """Share of each label (unknown = not yet annotated or no parseable answer)."""
+    counts = label_counts(labels)
+    total = sum(counts.values())
+    return {name: (n / total if total else 0.0) for name, n in counts.items()}
+
+
+def compare_with_release(skill: str, labels: np.ndarray) -> str:
+    """One line: this run's label shares next to the release's, for ``skill``."""
+    shares = label_shares(labels)
+    ours = " ".join(f"{name} {shares[name]:.3f}" for name in LABEL_NAMES.values())
+    ref = RELEASE_LABEL_SHARES.get(skill)
+    if ref is None:
+        return f"label shares: {ours}"
+    theirs = " ".join(f"{name} {value:.3f}" for name, value in zip(LABEL_NAMES.values(), ref))
+    return f"label shares: {ours} (authors' release for {skill}: {theirs})"

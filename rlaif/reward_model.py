@@ -1,17 +1,31 @@
-"""Skill reward model: a small char-CNN over the current message plus the depth change.
+"""Skill reward models: a char-CNN over the current message plus the depth change.
 
 This module is pure PyTorch + numpy (no NLE, no sample-factory) so the RL phase can
 import it inside environment workers. It holds:
 
-* :class:`RewardModelConfig` - architecture sizes, saved in every checkpoint so the
-  model can be rebuilt from the checkpoint alone;
-* :class:`SkillRewardModel` - ``forward(messages [B, 256], depth_change [B]) -> [B]``;
-  identical messages in a batch are encoded once;
+* :class:`RewardModelConfig` - the architecture name and sizes, saved in every checkpoint
+  so the model can be rebuilt from the checkpoint alone;
+* two architectures, chosen by ``RewardModelConfig.arch`` and built by
+  :func:`build_reward_model`:
+
+  - ``"release"`` (:class:`rlaif.reward_arch.ReleaseRewardModel`): the authors' network
+    (six unpadded convolutions with a position-keeping flatten, a 5-input stat MLP, a
+    256-512 trunk); what ``scripts.train_reward`` trains by default and what
+    ``scripts.convert_release_rewards`` rebuilds from the authors' released checkpoints;
+  - ``"small"`` (:class:`SkillRewardModel`): our smaller char-CNN with global max pooling
+    and one depth input. Checkpoints whose ``model_config`` has no ``arch`` entry were
+    written before the choice existed and hold this model.
+
+  Both offer ``forward(messages [B, 256], depth_change [B]) -> [B]`` (identical messages in a
+  batch are encoded once), ``encode_messages`` and ``head``. At RL time only the depth change
+  is given: the release model reads it as its diffstats ``[d, 0, 0, 0, 0]``, as the release does
+  (its reward training zeroes the same four stat changes, see :func:`rlaif.reward_arch.release_diffstats`);
 * :func:`load_skill_reward` - loads ``{train_dir}/{experiment}`` (latest checkpoint +
   the normalized-reward quantile CSV) into a :class:`LoadedSkillReward` that scores
   numpy inputs with normalized rewards and gives quantile thresholds.
 
-Layout of a reward directory (written by :mod:`rlaif.train_reward`)::
+Layout of a reward directory (written by :mod:`rlaif.train_reward`, or by
+:mod:`rlaif.release_reward` from the authors' checkpoints, without metrics.csv)::
 
     {reward_dir}/checkpoint_p0/checkpoint_{iter:09d}.pth
     {reward_dir}/reward_metrics/train_norm_quantiles.csv
@@ -31,6 +45,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlaif.reward_arch import ARCHS, LEGACY_ARCH, ReleaseRewardModel, check_arch
+
 logger = logging.getLogger(__name__)
 
 MESSAGE_LEN = 256
@@ -42,13 +58,18 @@ CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)\.pth$")
 
 @dataclass
 class RewardModelConfig:
-    """Architecture sizes of :class:`SkillRewardModel`.
+    """Architecture name and sizes of a skill reward model.
 
-    The message bytes go through an embedding, then one 1-D convolution per entry of
-    ``conv_channels`` (kernel ``kernel_sizes[i]``, ReLU, max pooling by ``pool_sizes[i]``;
-    a pool size of 1 means no pooling), then a max over the remaining positions. The
-    resulting vector, concatenated with ``depth_scale * depth_change``, goes through an
-    MLP with ``mlp_layers`` hidden layers of width ``hidden_dim`` to one scalar.
+    ``arch`` is ``"small"`` (the default of this dataclass, and what a saved config without
+    an ``arch`` entry means) or ``"release"`` (fixed shapes, see :mod:`rlaif.reward_arch`;
+    the size fields below must keep their defaults). New reward training defaults to
+    ``"release"`` through :class:`rlaif.train_reward.RewardTrainingConfig`.
+
+    Sizes of the small model: the message bytes go through an embedding, then one 1-D
+    convolution per entry of ``conv_channels`` (kernel ``kernel_sizes[i]``, ReLU, max pooling by
+    ``pool_sizes[i]``; a pool size of 1 means no pooling), then a max over the remaining
+    positions. The resulting vector, concatenated with ``depth_scale * depth_change``, goes
+    through an MLP with ``mlp_layers`` hidden layers of width ``hidden_dim`` to one scalar.
     """
 
     vocab_size: int = 256
@@ -60,8 +81,10 @@ class RewardModelConfig:
     hidden_dim: int = 128
     mlp_layers: int = 2
     depth_scale: float = 1.0
+    arch: str = LEGACY_ARCH
 
     def __post_init__(self) -> None:
+        check_arch(self.arch)
         self.conv_channels = tuple(int(c) for c in self.conv_channels)
         self.kernel_sizes = tuple(int(k) for k in self.kernel_sizes)
         self.pool_sizes = tuple(int(p) for p in self.pool_sizes)
@@ -84,6 +107,13 @@ class RewardModelConfig:
             )
         if self.mlp_layers < 1:
             raise ValueError(f"RewardModelConfig: mlp_layers must be >= 1, got {self.mlp_layers}")
+        if self.arch == "release":
+            changed = [f.name for f in fields(self) if f.name != "arch" and getattr(self, f.name) != f.default]
+            if changed:
+                raise ValueError(
+                    f"RewardModelConfig: the release architecture has fixed shapes; {', '.join(changed)} "
+                    "only apply to arch 'small'"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only (lists, ints, floats), so ``torch.load(weights_only=True)`` can read it."""
@@ -95,6 +125,7 @@ class RewardModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RewardModelConfig":
+        """Rebuilds a saved config; one without ``arch`` (saved before it existed) is ``small``."""
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -103,12 +134,14 @@ class RewardModelConfig:
 
 
 class SkillRewardModel(nn.Module):
-    """Scalar reward of (current message bytes, depth change)."""
+    """The ``small`` architecture: scalar reward of (current message bytes, depth change)."""
 
     def __init__(self, config: RewardModelConfig | None = None) -> None:
         super().__init__()
         self.config = config or RewardModelConfig()
         cfg = self.config
+        if cfg.arch != "small":
+            raise ValueError(f"SkillRewardModel is the 'small' architecture; build {cfg.arch!r} with build_reward_model")
         self.embedding = nn.Embedding(cfg.vocab_size, cfg.embed_dim, padding_idx=0)
         layers: list[nn.Module] = []
         in_ch = cfg.embed_dim
@@ -160,6 +193,17 @@ class SkillRewardModel(nn.Module):
         else:
             features = self.encode_messages(messages)
         return self.head(features, depth_change.reshape(-1))
+
+
+RewardModel = SkillRewardModel | ReleaseRewardModel
+
+
+def build_reward_model(config: RewardModelConfig | None = None) -> RewardModel:
+    """A freshly initialized reward model of ``config.arch`` (default config: small)."""
+    config = config or RewardModelConfig()
+    if config.arch == "release":
+        return ReleaseRewardModel(config)
+    return SkillRewardModel(config)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -252,9 +296,10 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dic
     return state
 
 
-def model_from_checkpoint(state: dict[str, Any], device: str | torch.device = "cpu") -> SkillRewardModel:
+def model_from_checkpoint(state: dict[str, Any], device: str | torch.device = "cpu") -> RewardModel:
+    """The model a checkpoint holds, rebuilt from its ``model_config`` (no ``arch``: small)."""
     config = RewardModelConfig.from_dict(state.get("model_config", {}))
-    model = SkillRewardModel(config)
+    model = build_reward_model(config)
     model.load_state_dict(state["model"])
     return model.to(device)
 
@@ -263,7 +308,7 @@ def model_from_checkpoint(state: dict[str, Any], device: str | torch.device = "c
 class LoadedSkillReward:
     """A trained skill reward model ready for scoring (eval mode), with its normalization."""
 
-    model: SkillRewardModel
+    model: RewardModel
     reward_mean: float
     reward_std: float
     quantiles: dict[float, float]
@@ -274,7 +319,10 @@ class LoadedSkillReward:
 
     def score(self, messages: np.ndarray, depth_change: np.ndarray) -> np.ndarray:
         """Normalized rewards ``(r - mean) / std`` (float32 [B]) of messages uint8 [B, 256]
-        and depth changes [B]. A single message [256] with a scalar depth change also works."""
+        and depth changes [B]. A single message [256] with a scalar depth change also works.
+
+        The release architecture reads each depth change as the diffstats ``[d, 0, 0, 0, 0]``
+        (``d`` clipped to [-1, 1]), the input its authors give it at RL time."""
         msgs = np.asarray(messages)
         if msgs.ndim == 1:
             msgs = msgs[None]

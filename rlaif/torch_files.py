@@ -1,15 +1,63 @@
-"""What goes into a ``torch.save`` file so that torch's safe loader can read it back.
+"""Torch files: what goes into them so torch's safe loader reads them back, how they are read,
+and how any file is replaced without a half-written state.
 
 torch >= 2.6 loads with ``weights_only=True`` by default: tensors, plain containers and
 Python numbers only. A ``numpy.float64`` slips in easily (``np.mean`` returns one) and makes
 the file unreadable without extra allowances, so every checkpoint this project writes goes
-through :func:`plain_numbers` first.
+through :func:`plain_numbers` first. Files written elsewhere (older runs, the authors' release)
+are read with :func:`safe_load`, which allows numpy's numeric scalars and nothing else.
 """
 from __future__ import annotations
 
-from typing import Any
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
+
+# numpy scalars pickle as numpy.core.multiarray.scalar(numpy.dtype(...), raw bytes), the dtype
+# rebuilt through its class (numpy.dtypes.Float64DType, ...). Allowing the reconstructor, numpy.dtype
+# and the numeric dtype classes only (no object, string or void dtype) rebuilds numbers and nothing
+# else, so torch's safe loader stays safe.
+_NUMERIC_SCALARS = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+                    np.float16, np.float32, np.float64)
+NUMPY_SCALAR_GLOBALS = [np.core.multiarray.scalar, np.dtype] + [type(np.dtype(t)) for t in _NUMERIC_SCALARS]
+
+
+def safe_load(path: str | os.PathLike, device: Any = "cpu") -> Any:
+    """``torch.load`` with ``weights_only=True``, numpy numeric scalars allowed; errors propagate."""
+    import torch
+
+    with torch.serialization.safe_globals(NUMPY_SCALAR_GLOBALS):
+        return torch.load(path, map_location=device, weights_only=True)
+
+
+def load_error_reason(exc: BaseException) -> str:
+    """The informative line of a ``torch.load`` error (the safe loader's errors start with advice)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    for line in lines:
+        if "Unsupported global" in line or "but got" in line:
+            return line[:300]
+    return lines[0][:200] if lines else "no details"
+
+
+def atomic_write(path: str | os.PathLike, writer: Callable[[Path], None]) -> None:
+    """``writer(tmp)`` writes a temporary file next to ``path``, which then replaces ``path`` in one step.
+
+    A crash leaves either the old file or the new one, never a half-written ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp" + path.suffix)
+    os.close(fd)
+    try:
+        writer(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def plain_numbers(value: Any) -> Any:

@@ -2,14 +2,22 @@
 
 Reads a dataset (``{dataset_dir}/{skill}.npz`` or ``.pkl``, samples ``2k`` and ``2k+1``
 form pair ``k``) and its preference file (``{preference_dir}/{annotator}.npy``, codes
-0 first better, 1 second better, 2 tie, 3 unknown), and fits a
-:class:`rlaif.reward_model.SkillRewardModel` with the Bradley-Terry cross-entropy on
+0 first better, 1 second better, 2 tie, 3 unknown), and fits a skill reward model
+(:func:`rlaif.reward_model.build_reward_model`) with the Bradley-Terry cross-entropy on
 soft labels (first better = 0, second better = 1, tie = 0.5). Unknown pairs are left
 out. A validation split (by pair, fixed by the seed) reports accuracy on non-tie pairs.
 
-Inputs of a sample: its current message (``messages[:, 1]``) and its depth change
-(``stats[:, 1, depth] - stats[:, 0, depth]``). Messages are turned into ids of a table
-of distinct messages once, so every batch encodes each distinct message once.
+The architecture is ``cfg.model.arch`` (see :mod:`rlaif.reward_arch`): ``"release"`` (the
+authors' network, the default for new runs) or ``"small"`` (our smaller char-CNN). A resumed
+run keeps the architecture of its checkpoint.
+
+Inputs of a sample: its current message (``messages[:, 1]``) and its stat changes. The small
+model reads the depth change (``stats[:, 1, depth] - stats[:, 0, depth]``, clipped to [-1, 1]);
+the release model reads the release's five diffstats
+(:func:`rlaif.reward_arch.release_diffstats`: depth, gold, hp, xp level and hunger changes,
+clipped, with the last four zeroed as the release's training data has them). Messages are
+turned into ids of a table of distinct messages once, so every batch encodes each distinct
+message once (both architectures encode the message apart from the stats).
 
 Outputs, under ``{train_dir}/{experiment}``::
 
@@ -27,7 +35,6 @@ import csv
 import logging
 import math
 import os
-import tempfile
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -47,16 +54,18 @@ from rlaif.reward_model import (
     METRICS_DIRNAME,
     QUANTILES_CSV,
     LoadedSkillReward,
+    RewardModel,
     RewardModelConfig,
-    SkillRewardModel,
+    build_reward_model,
     clip_depth_change,
     list_checkpoints,
     load_checkpoint,
     model_from_checkpoint,
     resolve_device,
 )
+from rlaif.reward_arch import DEFAULT_TRAIN_ARCH, release_diffstats
 from rlaif.skills import SKILL_INDEX, skill_from_experiment, skill_index
-from rlaif.torch_files import plain_numbers
+from rlaif.torch_files import atomic_write, plain_numbers
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +84,8 @@ class RewardTrainingError(ValueError):
 @dataclass
 class RewardTrainingConfig:
     """Settings of one reward training run. Defaults follow the paper (20 epochs, lr 1e-5,
-    batch 1000 pairs, seed 777, Adam)."""
+    batch 1000 pairs, seed 777, Adam); the model is the release's architecture unless
+    ``model`` says otherwise."""
 
     experiment: str = "llama3_descender_default"
     skill: str | None = None  # default: read from the experiment name
@@ -93,7 +103,7 @@ class RewardTrainingConfig:
     device: str = "auto"
     save_every: int = 0  # iterations between extra saves; 0 = once per epoch
     keep_checkpoints: int = 2
-    model: RewardModelConfig = field(default_factory=RewardModelConfig)
+    model: RewardModelConfig = field(default_factory=lambda: RewardModelConfig(arch=DEFAULT_TRAIN_ARCH))
     progress: bool = True
 
     @property
@@ -117,15 +127,25 @@ class RewardTrainingConfig:
 @dataclass
 class RewardInputs:
     """Dataset samples as model inputs: a table of distinct messages and, per sample,
-    the id of its current message in that table and its depth change."""
+    the id of its current message in that table, its depth change and the release's diffstats."""
 
     table: np.ndarray  # uint8 [M, 256] distinct current messages
     message_ids: np.ndarray  # int64 [N]
     depth_change: np.ndarray  # float32 [N]
+    diffstats: np.ndarray | None = None  # float32 [N, 5], see rlaif.reward_arch.release_diffstats
 
     @property
     def num_samples(self) -> int:
         return len(self.message_ids)
+
+    def model_stats(self, arch: str) -> np.ndarray:
+        """What the ``arch`` model reads next to the message: depth changes [N] (small) or
+        diffstats [N, 5] (release)."""
+        if arch == "release":
+            if self.diffstats is None:
+                raise ValueError("these RewardInputs carry no diffstats for the release architecture")
+            return self.diffstats
+        return self.depth_change
 
 
 def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -137,26 +157,35 @@ def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def reward_inputs(dataset: ObservationDataset) -> RewardInputs:
-    """Current messages (as ids of distinct messages) and depth changes of every sample."""
+    """Current messages (as ids of distinct messages), depth changes and diffstats of every sample."""
     table, ids, _ = _unique_rows(dataset.messages[:, 1])
     depth = STAT_INDEX["depth"]
     change = dataset.stats[:, 1, depth].astype(np.int64) - dataset.stats[:, 0, depth]
-    return RewardInputs(table, ids, clip_depth_change(change).astype(np.float32))
+    return RewardInputs(table, ids, clip_depth_change(change).astype(np.float32), release_diffstats(dataset.stats))
 
 
 @dataclass
 class UniqueInputs:
-    """The distinct (message, depth change) inputs of a dataset and how often each occurs."""
+    """The distinct (message, model stats) inputs of a dataset and how often each occurs."""
 
     message_ids: np.ndarray  # int64 [K] ids into RewardInputs.table
     depth_change: np.ndarray  # float32 [K]
     counts: np.ndarray  # int64 [K]
+    stats: np.ndarray | None = None  # what the model reads: [K] (small) or [K, 5] (release)
 
 
-def unique_inputs(inputs: RewardInputs) -> UniqueInputs:
-    keys = np.stack([inputs.message_ids, inputs.depth_change.astype(np.int64)], axis=1)
+def unique_inputs(inputs: RewardInputs, arch: str = "small") -> UniqueInputs:
+    """Distinct inputs of the ``arch`` model: (message, depth change) for the small model,
+    (message, all five diffstats) for the release model."""
+    stats = inputs.model_stats(arch)
+    columns = stats.reshape(len(stats), -1).astype(np.float64)
+    keys = np.concatenate([inputs.message_ids.astype(np.float64)[:, None], columns], axis=1)
     uniq, counts = np.unique(keys, axis=0, return_counts=True)
-    return UniqueInputs(uniq[:, 0].copy(), uniq[:, 1].astype(np.float32), counts)
+    model_stats = uniq[:, 1:].astype(np.float32)
+    if stats.ndim == 1:
+        model_stats = model_stats[:, 0]
+    depth = model_stats if stats.ndim == 1 else model_stats[:, 0]
+    return UniqueInputs(uniq[:, 0].astype(np.int64), depth.copy(), counts, model_stats)
 
 
 # ----------------------------------------------------------------------------- loss
@@ -202,12 +231,12 @@ def split_pairs(num_pairs: int, val_fraction: float, seed: int) -> tuple[np.ndar
 # ----------------------------------------------------------------------------- scoring helpers
 
 def _pair_rewards(
-    model: SkillRewardModel, table: torch.Tensor, ids: torch.Tensor, depth: torch.Tensor
+    model: RewardModel, table: torch.Tensor, ids: torch.Tensor, stats: torch.Tensor
 ) -> torch.Tensor:
-    """Rewards of samples given by message ids: each distinct id is encoded once."""
+    """Rewards of samples given by message ids and model stats: each distinct id is encoded once."""
     uniq, inverse = torch.unique(ids, return_inverse=True)
     features = model.encode_messages(table[uniq])
-    return model.head(features[inverse], depth)
+    return model.head(features[inverse], stats)
 
 
 def _sample_index(pairs: torch.Tensor) -> torch.Tensor:
@@ -216,7 +245,7 @@ def _sample_index(pairs: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate_pairs(
-    model: SkillRewardModel,
+    model: RewardModel,
     table: torch.Tensor,
     ids: torch.Tensor,
     depth: torch.Tensor,
@@ -244,7 +273,7 @@ def evaluate_pairs(
 
 @torch.no_grad()
 def raw_rewards(
-    model: SkillRewardModel, table: torch.Tensor, ids: torch.Tensor, depth: torch.Tensor, batch: int = 8192
+    model: RewardModel, table: torch.Tensor, ids: torch.Tensor, depth: torch.Tensor, batch: int = 8192
 ) -> np.ndarray:
     was_training = model.training
     model.eval()
@@ -266,26 +295,13 @@ def reward_statistics(rewards: np.ndarray) -> tuple[float, float, list[float]]:
 
 # ----------------------------------------------------------------------------- files
 
-def _atomic_write(path: Path, writer: Callable[[Path], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp" + path.suffix)
-    os.close(fd)
-    try:
-        writer(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:
     def write(tmp: Path) -> None:
         with tmp.open("w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(header)
             w.writerows(rows)
-    _atomic_write(path, write)
+    atomic_write(path, write)
 
 
 def _read_csv_rows(path: Path) -> list[list[str]]:
@@ -325,7 +341,7 @@ def plot_curves(metrics_csv: Path, out_png: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    _atomic_write(out_png, lambda tmp: fig.savefig(tmp, format="png", dpi=90))
+    atomic_write(out_png, lambda tmp: fig.savefig(tmp, format="png", dpi=90))
     plt.close(fig)
 
 
@@ -445,11 +461,15 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
             result.update(checkpoint=str(ckpt), num_iters=tot_done, already_finished=True)
             return result
         model = model_from_checkpoint(state, device)
-        if model.config != cfg.model:
+        if model.config.arch != cfg.model.arch:
+            logger.warning("%s holds a %r reward model; resuming it as %r (not %r as asked). To train a %r model, "
+                           "use another --experiment", ckpt, model.config.arch, model.config.arch, cfg.model.arch,
+                           cfg.model.arch)
+        elif model.config != cfg.model:
             logger.info("resuming with the checkpoint's model config %s", model.config)
         logger.info("resuming from %s at iteration %d of %d", ckpt, tot_done, total_iters)
     else:
-        model = SkillRewardModel(cfg.model).to(device)
+        model = build_reward_model(cfg.model).to(device)
         tot_done = 0
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.reward_lr)
     if state is not None:
@@ -466,20 +486,22 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
     else:
         metrics_rows, quantile_rows = [], []
 
+    arch = model.config.arch
     inputs = reward_inputs(dataset)
-    uniq = unique_inputs(inputs)
+    uniq = unique_inputs(inputs, arch)
     table = torch.from_numpy(inputs.table).to(device)
     ids = torch.from_numpy(inputs.message_ids).to(device)
-    depth = torch.from_numpy(inputs.depth_change).to(device)
+    depth = torch.from_numpy(np.ascontiguousarray(inputs.model_stats(arch))).to(device)  # [N] or [N, 5]
     labels_t = torch.from_numpy(labels.astype(np.int64)).to(device)
     train_t = torch.from_numpy(train_idx.astype(np.int64)).to(device)
     val_t = torch.from_numpy(val_idx.astype(np.int64)).to(device)
     uniq_ids = torch.from_numpy(uniq.message_ids).to(device)
-    uniq_depth = torch.from_numpy(uniq.depth_change).to(device)
-    logger.info("%d training pairs, %d validation pairs (%d non-tie); %d distinct messages, %d distinct "
-                "(message, depth change) inputs; %d iterations per epoch, device %s",
-                len(train_idx), len(val_idx), int(((labels[val_idx] == FIRST) | (labels[val_idx] == SECOND)).sum()),
-                len(inputs.table), len(uniq.message_ids), iters_per_epoch, device)
+    uniq_depth = torch.from_numpy(np.ascontiguousarray(uniq.stats)).to(device)
+    logger.info("%s reward model (%d parameters); %d training pairs, %d validation pairs (%d non-tie); "
+                "%d distinct messages, %d distinct (message, %s) inputs; %d iterations per epoch, device %s",
+                arch, sum(p.numel() for p in model.parameters()), len(train_idx), len(val_idx),
+                int(((labels[val_idx] == FIRST) | (labels[val_idx] == SECOND)).sum()), len(inputs.table),
+                len(uniq.message_ids), "diffstats" if arch == "release" else "depth change", iters_per_epoch, device)
     workers = _effective_workers(cfg.num_workers, iters_per_epoch)
     logger.info("data loading: %d prefetch thread(s) (asked for %d; capped by %d cores and %d batches per epoch)",
                 workers, cfg.num_workers, os.cpu_count() or 1, iters_per_epoch)
@@ -534,7 +556,7 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
         }
         path = ckpt_dir / f"checkpoint_{tot_done:09d}.pth"
         payload = plain_numbers(payload)  # torch's safe loader refuses numpy scalars
-        _atomic_write(path, lambda tmp: torch.save(payload, tmp))
+        atomic_write(path, lambda tmp: torch.save(payload, tmp))
         for _, old in list_checkpoints(ckpt_dir)[: -cfg.keep_checkpoints]:
             old.unlink(missing_ok=True)
         last_ckpt = path

@@ -9,6 +9,10 @@ Example (the paper's settings)::
 Reads ``{dataset_dir}/{skill}.npz`` (or ``.pkl``) and ``{preference_dir}/{experiment}.npy``;
 writes ``{train_dir}/{experiment}/checkpoint_p0/`` and ``reward_metrics/``. Running the same
 command again resumes from the latest checkpoint (a finished run does nothing).
+
+``--reward_arch release`` (the default) trains the authors' network; ``--reward_arch small``
+our smaller char-CNN, whose sizes ``--embed_dim``/``--conv_channels``/``--hidden_dim`` set
+(giving one of them without ``--reward_arch`` also picks ``small``).
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import sys
 
 from rlaif.dataset import DatasetError
 from rlaif.preferences import PreferenceError
+from rlaif.reward_arch import ARCHS, DEFAULT_TRAIN_ARCH
 from rlaif.reward_model import RewardModelConfig
 from rlaif.skills import SKILLS
 from rlaif.train_reward import RewardTrainingConfig, RewardTrainingError, train_reward
@@ -71,26 +76,57 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also save every N iterations (0: only at the end of each epoch; default: %(default)s)")
     p.add_argument("--keep_checkpoints", type=int, default=defaults.keep_checkpoints,
                    help="how many of the newest checkpoints to keep (default: %(default)s)")
-    p.add_argument("--embed_dim", type=int, default=model.embed_dim,
-                   help="byte embedding size (default: %(default)s)")
-    p.add_argument("--conv_channels", type=_int_list, default=model.conv_channels,
-                   help="channels of the convolution layers, comma separated (default: 64,64,64)")
-    p.add_argument("--hidden_dim", type=int, default=model.hidden_dim,
-                   help="width of the MLP after the convolutions (default: %(default)s)")
+    p.add_argument("--reward_arch", choices=ARCHS, default=None,
+                   help="reward network: 'release' = the authors' architecture (message char-CNN with six "
+                        "unpadded convolutions and a position-keeping flatten, an MLP over five stat changes of "
+                        "which only the depth change is non-zero, a 256-512 trunk; about 357k parameters); "
+                        "'small' = our smaller char-CNN with global max pooling and one depth input (sized by "
+                        "--embed_dim/--conv_channels/--hidden_dim). A resumed run keeps its checkpoint's "
+                        f"architecture (default: {DEFAULT_TRAIN_ARCH}, or small when a size flag is given)")
+    p.add_argument("--embed_dim", type=int, default=None,
+                   help=f"small model: byte embedding size (default: {model.embed_dim})")
+    p.add_argument("--conv_channels", type=_int_list, default=None,
+                   help="small model: channels of the convolution layers, comma separated (default: "
+                        + ",".join(str(c) for c in model.conv_channels) + ")")
+    p.add_argument("--hidden_dim", type=int, default=None,
+                   help=f"small model: width of the MLP after the convolutions (default: {model.hidden_dim})")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bar")
     return p
 
 
+SIZE_FLAGS = ("embed_dim", "conv_channels", "hidden_dim")
+
+
+def resolve_arch(args: argparse.Namespace) -> str:
+    """The architecture asked for: ``--reward_arch``, else small when a size flag is given, else the default.
+
+    Raises ValueError when ``--reward_arch release`` comes with small-model size flags."""
+    sized = [f"--{name}" for name in SIZE_FLAGS if getattr(args, name, None) is not None]
+    if args.reward_arch is None:
+        return "small" if sized else DEFAULT_TRAIN_ARCH
+    if args.reward_arch == "release" and sized:
+        raise ValueError(f"the size flag(s) {', '.join(sized)} apply only to --reward_arch small (the release "
+                         "architecture has fixed sizes)")
+    return args.reward_arch
+
+
 def config_from_args(args: argparse.Namespace) -> RewardTrainingConfig:
     base = RewardModelConfig()
-    channels = tuple(args.conv_channels)
-    kernels, pools = base.kernel_sizes, base.pool_sizes
-    if len(channels) != len(kernels):
-        # keep the default kernel and pooling pattern, cut or extended to the number of layers
-        kernels = tuple((kernels + (3,) * len(channels))[: len(channels)])
-        pools = tuple((pools[:-1] + (1,) * len(channels))[: len(channels) - 1]) + (1,)
-    model = RewardModelConfig(embed_dim=args.embed_dim, conv_channels=channels, kernel_sizes=kernels,
-                              pool_sizes=pools, hidden_dim=args.hidden_dim)
+    arch = resolve_arch(args)
+    if arch == "release":
+        model = RewardModelConfig(arch="release")
+    else:
+        channels = tuple(args.conv_channels) if args.conv_channels is not None else base.conv_channels
+        kernels, pools = base.kernel_sizes, base.pool_sizes
+        if len(channels) != len(kernels):
+            # keep the default kernel and pooling pattern, cut or extended to the number of layers
+            kernels = tuple((kernels + (3,) * len(channels))[: len(channels)])
+            pools = tuple((pools[:-1] + (1,) * len(channels))[: len(channels) - 1]) + (1,)
+        model = RewardModelConfig(
+            embed_dim=args.embed_dim if args.embed_dim is not None else base.embed_dim, conv_channels=channels,
+            kernel_sizes=kernels, pool_sizes=pools,
+            hidden_dim=args.hidden_dim if args.hidden_dim is not None else base.hidden_dim, arch="small",
+        )
     return RewardTrainingConfig(
         experiment=args.experiment, skill=args.skill, dataset_dir=args.dataset_dir, dataset_path=args.dataset,
         preference_dir=args.preference_dir, annotator=args.annotator, train_dir=args.train_dir,
@@ -102,7 +138,12 @@ def config_from_args(args: argparse.Namespace) -> RewardTrainingConfig:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        resolve_arch(args)
+    except ValueError as exc:
+        parser.error(str(exc))  # exits 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_from_args(args)

@@ -181,6 +181,26 @@ def test_heuristic_run_writes_final_file_and_log(tmp_path) -> None:
     assert "system" in header and len(records) == 20
     assert [r["pair"] for r in records] == list(range(20))
     assert all(r["label"] == labels[r["pair"]] and "Moment 1" in r["prompt"] for r in records)
+    # every run records its label shares next to the final file
+    meta = json.loads((tmp_path / "preference" / "llama3_descender_default.meta.json").read_text())
+    counts = np.bincount(labels, minlength=4)
+    assert meta["label_counts"] == {"first": int(counts[0]), "second": int(counts[1]), "tie": int(counts[2]),
+                                    "unknown": int(counts[3])}
+    assert meta["label_shares"]["first"] == pytest.approx(counts[0] / 20)
+
+
+def test_summary_compares_label_shares_with_the_release() -> None:
+    from rlaif.annotate import AnnotationSummary
+
+    labels = np.array([FIRST] * 5 + [TIE] * 5, dtype=np.int32)
+    summary = AnnotationSummary("llama3_ascender_default", "chunk 0 of 1", 10, 10, 10, 0, 0, 1.0, {}, "x.npy",
+                                labels, "ascender")
+    text = summary.text()
+    assert "first 0.500 second 0.000 tie 0.500 unknown 0.000" in text
+    assert "authors' release for ascender: first 0.326 second 0.414 tie 0.260" in text
+    assert "WARNING: 50% of the pairs are ties or unknown" in text
+    summary.merged = np.array([FIRST, SECOND] * 5, dtype=np.int32)
+    assert "WARNING" not in summary.text()
 
 
 def test_chunks_and_merge_equal_a_single_run(tmp_path) -> None:

@@ -323,3 +323,25 @@ def test_every_task_round_trips_through_generate_and_combine(tmp_path, task):
     policy = meta_policy.load(task, 4, root=tmp_path / "meta")
     assert policy.next_skill(policy.initial_skill, 1, 0, False, False) in ("discoverer", "descender")
     assert policy.num_errors == 0
+
+
+def test_combined_exploration_policy_draws_its_settings_without_importing_random_itself(tmp_path):
+    # a generated class that never imports random gets the training policy's random initial values
+    reference = (REPO / "rl_baseline" / "meta_policies" / "exploration" / "seed42" / "execution.py").read_text()
+    code = reference.replace("import random\n", "").replace(
+        "self.max_depth = random.randint(2, 4)", "self.max_depth = 3").replace(
+        "self.mines = random.randint(0, 1) == 1", "self.mines = False")
+    assert "random" not in code.split("class NetHackPlayer")[1]
+    code += "\n# === UNIT TEST ===\nsim = run_episode(NetHackPlayer, 0, max_steps=20, verbose=True)\n"
+    replay = _replay_file(tmp_path / "recorded.jsonl", [_answer(code), "VERDICT: YES"])
+    out = tmp_path / "gen"
+    assert generate_code.main(["--task", "exploration", "--seed", "5", "--backend", "replay", "--replay", str(replay),
+                               "--out_dir", str(out)]) == 0
+    result = combine("exploration", 5, gen_dir=out, out_root=tmp_path / "meta")
+    assert "import random" in result.path.read_text()
+    policy = meta_policy.load("exploration", 5, root=tmp_path / "meta")
+    depths = set()
+    for _ in range(60):
+        policy.reset()
+        depths.add(policy.player.max_depth)
+    assert depths == {2, 3, 4} and policy.num_errors == 0

@@ -121,13 +121,42 @@ def test_offered_letters():
     assert monk_env.offered_letters(b"You see nothing here.") == b""
 
 
-def test_eat_macro_eats_and_sets_just_eaten(env):
+def test_eat_prompt_is_answered_by_the_next_action_as_in_the_release(env):
     env.reset(seed=11)
     _, _, _, _, info = env.step(action_index("eat"))
-    assert any(m.startswith("What do you want to eat?") for m in info["messages"])
+    assert info["messages"][-1].startswith("What do you want to eat?")
+    assert info["just_eaten"] is False
+    assert env.last_observation[env._internal_index][1]  # the prompt waits for the agent
+    # the north-west key 'y' takes the first item offered
+    _, _, _, _, info = env.step(action_index("northwest"))
     assert info["just_eaten"] is True
-    # The prompt was answered: the agent is not left at a question.
     assert not env.last_observation[env._internal_index][1]
+    # any other action cancels the prompt, and nothing is eaten
+    env.reset(seed=11)
+    env.step(action_index("eat"))
+    position = env.current_observation()["blstats"][:2].copy()
+    _, _, _, _, info = env.step(action_index("north"))
+    assert info["messages"] == ["Never mind."] and info["just_eaten"] is False
+    assert (env.current_observation()["blstats"][:2] == position).all()  # 'k' did not move the hero
+    # quaff: the same rule
+    env.reset(seed=11)
+    _, _, _, _, info = env.step(action_index("quaff"))
+    assert info["messages"][-1].startswith("What do you want to drink?")
+    _, _, _, _, info = env.step(action_index("northwest"))
+    assert info["messages"] and info["messages"][-1] != "Never mind."
+
+
+def test_wait_rests_25_moves(env):
+    env.reset(seed=2)
+    rested = []
+    for _ in range(3):
+        before = int(env.current_observation()["blstats"][20])
+        env.step(action_index("wait"))
+        rested.append(int(env.current_observation()["blstats"][20]) - before)
+        assert not env.last_observation[env._internal_index][1]  # no count prompt left open
+    # 25 moves of a fast Monk are about 20 game turns (one move before the release's macro);
+    # a monster coming into view can interrupt a rest
+    assert max(rested) >= 15 and max(rested) <= 25
 
 
 def test_drop_keeps_the_starting_inventory(env):

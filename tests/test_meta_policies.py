@@ -57,14 +57,22 @@ def test_reference_module_imports_as_package_and_loads(task):
     assert hasattr(module, "NetHackPlayer")
     policy = meta_policy.load(task, 42)
     assert policy.initial_skill in SKILLS
-    chars = np.full((3, 3), ord("."), dtype=np.uint8)
-    chars[1, 1] = ord("@")
-    colors = np.full((3, 3), 7, dtype=np.uint8)
+    # the run-time's 7x7 window: the hero at [4][3] with colour 0
+    white, gray, green = (meta_policy.COLOR_MAP[c] for c in ("white", "gray", "green"))
+    chars = np.full((7, 7), ord("."), dtype=np.uint8)
+    colors = np.full((7, 7), gray, dtype=np.uint8)
+    chars[4, 3] = ord("@")
+    colors[4, 3] = 0
     assert policy.preconditions(chars, colors, 3) == (False, False)
-    chars[0, 2] = ord("@")
+    chars[0, 6], colors[0, 6] = ord("@"), green  # a watchman three cells away
+    assert policy.preconditions(chars, colors, 3) == (False, False)
+    colors[0, 6] = white  # a shopkeeper three cells away
     assert policy.preconditions(chars, colors, 3) == (False, True)
     assert policy.preconditions(chars, colors, 0) == (False, False)
-    chars[0, 2] = ord("_")
+    chars[0, 6] = ord("_")
+    colors[0, 6] = meta_policy.COLOR_MAP["cyan"]  # an iron chain
+    assert policy.preconditions(chars, colors, 1) == (False, False)
+    colors[0, 6] = gray  # an altar
     assert policy.preconditions(chars, colors, 1) == (True, False)
     assert policy.should_terminate("descender", 3, 2, 1, [False, False]) is True
     assert policy.should_terminate("descender", 3, 1, 1, [False, False]) is False
@@ -213,7 +221,6 @@ class NetHackPlayer:
         merchant_precondition = False
         if shopkeeper_color is not None and num_items > 0:
             shopkeeper_mask = (char_ascii_encodings == 64) & (char_ascii_colors == shopkeeper_color)
-            shopkeeper_mask[1, 1] = False
             merchant_precondition = shopkeeper_mask.any()
         if altar_color is not None and num_items > 0:
             altar_mask = (char_ascii_encodings == 95) & (char_ascii_colors == altar_color)
@@ -232,10 +239,10 @@ class NetHackPlayer:
 def test_module_in_the_authors_style_loads_and_runs(tmp_path):
     _write_module(tmp_path, "goldenexit", 123, AUTHORS_STYLE)
     policy = meta_policy.load("goldenexit", 123, root=tmp_path)
-    chars = np.full((3, 3), ord("."), dtype=np.uint8)
-    colors = np.full((3, 3), 7, dtype=np.uint8)
-    chars[1, 1] = chars[2, 0] = ord("@")
-    colors[1, 1] = colors[2, 0] = meta_policy.COLOR_MAP["white"]
+    chars = np.full((7, 7), ord("."), dtype=np.uint8)
+    colors = np.full((7, 7), 7, dtype=np.uint8)
+    chars[4, 3] = chars[6, 0] = ord("@")
+    colors[4, 3], colors[6, 0] = 0, meta_policy.COLOR_MAP["white"]
     assert policy.preconditions(chars, colors, 2) == (False, True)
     assert policy.should_terminate("discoverer", 10, 1, 1, [False, True]) is True
     assert policy.next_skill("discoverer", 1, 0, False, False) == "discoverer"

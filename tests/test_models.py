@@ -9,13 +9,24 @@ import pytest
 import torch
 
 from rl_baseline.models import render
-from rl_baseline.models.cdgpt5 import SF_DEFAULTS, BlstatsNormalizer, CDGPT5Encoder, register_cdgpt5
+from rl_baseline.models.cdgpt5 import (
+    SF_DEFAULTS,
+    BlstatsNormalizer,
+    CDGPT5Encoder,
+    ReleaseEncoder,
+    make_cdgpt5_encoder,
+    register_cdgpt5,
+)
 from rl_baseline.models.obs import (
     BLSTATS_SIZE,
     CROP_SIZE,
     MODEL_OBS_KEYS,
+    NO_SPELL,
+    SPELL_KINDS,
     model_observation,
     model_observation_space,
+    monk_features,
+    spell_kind,
 )
 from rlaif.skills import NUM_SKILLS
 
@@ -115,6 +126,7 @@ def test_observation_fields_and_buffer_reuse(nle_obs):
     np.testing.assert_array_equal(first["message"], nle_obs["message"])
     np.testing.assert_array_equal(first["blstats"], nle_obs["blstats"].astype(np.float32))
     assert first["blstats"].dtype == np.float32 and first["blstats"].shape == (BLSTATS_SIZE,)
+    np.testing.assert_array_equal(first["monk_features"], monk_features(nle_obs))
 
     arrays = {k: first[k] for k in MODEL_OBS_KEYS}
     second = model_observation(nle_obs, 1, NUM_SKILLS, out=first)
@@ -130,6 +142,58 @@ def test_observation_fields_and_buffer_reuse(nle_obs):
     changed["blstats"][:] = 0
     for k in MODEL_OBS_KEYS:
         np.testing.assert_array_equal(obs[k], before[k])
+
+
+@pytest.fixture(scope="module")
+def monk_resets() -> list[dict]:
+    """First observations of a few Monk games (the starting inventory)."""
+    from rl_baseline.envs import make_monk_env
+
+    env = make_monk_env(max_episode_steps=100)
+    try:
+        return [{k: np.array(v, copy=True) for k, v in env.reset(seed=seed)[0].items()} for seed in (0, 1, 2, 5)]
+    finally:
+        env.close()
+
+
+def _inventory(obs: dict) -> list[tuple[int, str]]:
+    return [(int(c), bytes(s).rstrip(b"\0").decode()) for c, s in zip(obs["inv_oclasses"], obs["inv_strs"]) if c != 18]
+
+
+def test_monk_features_at_reset(monk_resets):
+    kinds = set()
+    for obs in monk_resets:
+        items = _inventory(obs)
+        books = [name for _, name in items if "spellbook of " in name]
+        assert len(books) == 1, items
+        kind = spell_kind(obs)
+        assert SPELL_KINDS[kind] == books[0].split("spellbook of ")[1], books
+        kinds.add(kind)
+        feats = monk_features(obs)
+        assert feats.dtype == np.float32 and feats.shape == (3,)
+        assert feats[0] == kind
+        # slots, not items: "3 uncursed potions of healing" is one
+        assert feats[1] == sum("potion" in name for _, name in items) >= 1
+        assert feats[2] == sum(c == 7 for c, _ in items) >= 1  # FOOD_CLASS: rations, apples, oranges, cookies
+        np.testing.assert_array_equal(model_observation(obs, 0, NUM_SKILLS)["monk_features"], feats)
+        assert model_observation_space(NUM_SKILLS).contains(model_observation(obs, 0, NUM_SKILLS))
+    assert len(kinds) >= 2  # the starting spellbook is drawn at random
+
+
+def test_monk_features_given_or_missing(monk_resets):
+    obs = monk_resets[0]
+    # the caller's features (spell kind of the episode start) win
+    given = model_observation(obs, 1, NUM_SKILLS, monk_features=np.array([2, 0, 7]))
+    np.testing.assert_array_equal(given["monk_features"], [2, 0, 7])
+    np.testing.assert_array_equal(monk_features(obs, spell_kind=1)[0], 1)
+    with pytest.raises(ValueError, match="monk_features"):
+        model_observation(obs, 1, NUM_SKILLS, monk_features=[1, 2])
+    # observations without the inventory keys: no spellbook, no items
+    bare = {k: obs[k] for k in ("chars", "colors", "blstats", "message")}
+    assert spell_kind(bare) == NO_SPELL
+    np.testing.assert_array_equal(model_observation(bare, 0, NUM_SKILLS)["monk_features"], [NO_SPELL, 0, 0])
+    no_book = dict(obs, inv_oclasses=np.where(obs["inv_oclasses"] == 10, 18, obs["inv_oclasses"]))
+    assert spell_kind(no_book) == NO_SPELL
 
 
 def test_bad_skill_id_is_refused(nle_obs):
@@ -237,8 +301,74 @@ def test_each_input_reaches_the_features(nle_obs):
         stats = {k: v.copy() for k, v in base.items()}
         stats["blstats"][10] = 1  # hit points
         variants.append(stats)
+        for feats in ([2, 0, 0], [0, 5, 0], [0, 0, 9]):
+            monk = {k: v.copy() for k, v in base.items()}
+            monk["monk_features"][:] = feats
+            variants.append(monk)
         for v in variants:
             assert not torch.allclose(ref, enc(_batch([v])))
+
+
+def test_skill_one_hot_skips_to_the_core(nle_obs, sf_model_factory):
+    """The core input holds the skill one-hot itself: with the stats MLP zeroed the skill still counts."""
+    enc = _encoder()
+    with torch.no_grad():
+        for layer in enc.stats_mlp:
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.zero_()
+                layer.bias.zero_()
+        outs = [enc(_batch([model_observation(nle_obs, s, NUM_SKILLS)])) for s in range(NUM_SKILLS)]
+    size = enc.get_out_size()
+    assert size == enc.model_cfg.out_size + enc.stats_in_size
+    for s, out in enumerate(outs):
+        assert out.shape == (1, size)
+        np.testing.assert_array_equal(out[0, -NUM_SKILLS:].numpy(), np.eye(NUM_SKILLS)[s])
+        # the fused features no longer see the skill...
+        torch.testing.assert_close(out[:, : enc.model_cfg.out_size], outs[0][:, : enc.model_cfg.out_size])
+    # ...and the recurrent core still does, through the skip
+    from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
+    from sample_factory.model.actor_critic import create_actor_critic
+
+    argv = ["--env", "NetHackScoreMonk-v1", "--experiment", "models_test", "--rnn_size", "32"]
+    parser, _ = parse_sf_args(argv)
+    parser.set_defaults(**SF_DEFAULTS)
+    cfg = parse_full_cfg(parser, argv)
+    register_cdgpt5()
+    model = create_actor_critic(cfg, model_observation_space(NUM_SKILLS), gym.spaces.Discrete(5))
+    assert model.core.core.input_size == model.encoder.get_out_size() == size
+    with torch.no_grad():
+        for layer in model.encoder.stats_mlp:
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.zero_()
+                layer.bias.zero_()
+        h = torch.zeros(1, 32)
+        cores = [model.forward_core(model.forward_head(_batch([model_observation(nle_obs, s, NUM_SKILLS)])), h)[0]
+                 for s in range(2)]
+    assert not torch.allclose(cores[0], cores[1])
+
+
+def test_release_encoder_shapes_and_crop(nle_obs):
+    cfg = SimpleNamespace(**dict(SF_DEFAULTS, encoder_arch="release"))
+    enc = make_cdgpt5_encoder(cfg, model_observation_space(NUM_SKILLS))
+    assert isinstance(enc, ReleaseEncoder)
+    assert enc.get_out_size() == 512 + 128 + (30 + NUM_SKILLS) + 128
+    assert "atlas" not in enc.state_dict()  # the checkpoint holds the release's tensors only
+    obs = model_observation(nle_obs, 2, NUM_SKILLS)
+    batch = _batch([obs])
+    with torch.no_grad():
+        out = enc(batch)
+        img = enc.render(batch["crop_chars"], batch["crop_colors"])[0].permute(1, 2, 0).numpy()
+    assert out.shape == (1, enc.get_out_size()) and torch.isfinite(out).all()
+    # the skill one-hot ends the raw stats block, which sits before the 128 message features
+    np.testing.assert_array_equal(out[0, -128 - NUM_SKILLS : -128].numpy(), np.eye(NUM_SKILLS)[2])
+    # hero one row lower than in the map crop (the release cropped the tty screen), top row blank
+    c = render.CELL
+    atlas = render.glyph_atlas(c, "release")
+    np.testing.assert_array_equal(img[7 * c : 8 * c, 6 * c : 7 * c], atlas[ord("@"), obs["crop_colors"][6, 6]])
+    assert not img[:c].any()
+    assert not atlas[ord("."), 0].any() and render.glyph_atlas(c)[ord("."), 0].any()  # release black is black
+    with pytest.raises(ValueError, match="encoder_arch"):
+        make_cdgpt5_encoder(SimpleNamespace(**dict(SF_DEFAULTS, encoder_arch="paper")), model_observation_space(1))
 
 
 def test_encoder_refuses_preprocessing_that_breaks_inputs():

@@ -178,3 +178,63 @@ def test_load_skill_reward_missing_parts_are_clear_errors(tmp_path: Path) -> Non
     with pytest.raises(FileNotFoundError, match="train_norm_quantiles.csv"):
         load_skill_reward(reward_dir)
     assert latest_checkpoint(reward_dir / "checkpoint_p0").name == "checkpoint_000000012.pth"
+
+
+# ------------------------------------------------------------------ architectures
+
+
+def test_arch_names_defaults_and_validation() -> None:
+    from rlaif.reward_arch import ReleaseRewardModel
+    from rlaif.reward_model import build_reward_model
+    from rlaif.train_reward import RewardTrainingConfig
+
+    assert RewardModelConfig().arch == "small"  # what a saved config without "arch" means
+    assert RewardTrainingConfig().model.arch == "release"  # what new reward training builds
+    release = RewardModelConfig(arch="release")
+    assert RewardModelConfig.from_dict(release.to_dict()) == release
+    assert isinstance(build_reward_model(release), ReleaseRewardModel)
+    assert isinstance(build_reward_model(SMALL), SkillRewardModel)
+    with pytest.raises(ValueError, match="unknown reward model architecture 'big'; choose one of: release, small"):
+        RewardModelConfig(arch="big")
+    with pytest.raises(ValueError, match="embed_dim only apply to arch 'small'"):
+        RewardModelConfig(arch="release", embed_dim=8)
+    with pytest.raises(ValueError, match="build_reward_model"):
+        SkillRewardModel(release)
+    model = build_reward_model(release).eval()
+    assert sum(p.numel() for p in model.parameters()) == 356_993
+    msgs = _batch(TEXTS)
+    with torch.no_grad():
+        deduped = model(msgs, torch.tensor([1.0, 0.0, 0.0, -1.0]))
+        plain = model(msgs, torch.tensor([1.0, 0.0, 0.0, -1.0]), dedup=False)
+        full = model(msgs, torch.tensor([[1.0, 0, 0, 0, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0], [-1, 0, 0, 0, 0]]))
+    torch.testing.assert_close(deduped, plain, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(deduped, full)
+
+
+def test_release_init_is_orthogonal_on_linear_layers_only() -> None:
+    from rlaif.reward_model import build_reward_model
+
+    torch.manual_seed(0)
+    model = build_reward_model(RewardModelConfig(arch="release"))
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear):
+            w = module.weight.detach()
+            small = min(w.shape)
+            gram = w @ w.T if w.shape[0] == small else w.T @ w
+            torch.testing.assert_close(gram, torch.eye(small), atol=1e-4, rtol=0, msg=name)
+            assert torch.all(module.bias == 0), name
+    assert torch.all(model.embedding.weight[0] == 0)  # padding row
+
+
+def test_checkpoint_without_arch_loads_as_the_small_model(tmp_path: Path) -> None:
+    reward_dir, model = _write_reward_dir(tmp_path / "old_run")
+    for path in (reward_dir / "checkpoint_p0").iterdir():
+        state = torch.load(path, weights_only=True)
+        del state["model_config"]["arch"]  # as written before architectures had names
+        torch.save(state, path)
+    loaded = load_skill_reward(reward_dir)
+    assert type(loaded.model) is SkillRewardModel and loaded.model.config == SMALL
+    msgs = np.stack([encode_message(t) for t in TEXTS])
+    with torch.no_grad():
+        raw = model.eval()(torch.from_numpy(msgs), torch.zeros(4)).numpy()
+    np.testing.assert_allclose(loaded.score(msgs, np.zeros(4)), (raw - 0.5) / 2.0, rtol=1e-5, atol=1e-6)

@@ -345,3 +345,32 @@ def test_train_on_heuristic_annotations(tmp_path: Path) -> None:
     down = loaded.score(np.stack([encode_message(DESCEND[0])]), np.array([1.0]))
     ordinary = loaded.score(np.stack([encode_message(t) for t in ORDINARY]), np.zeros(len(ORDINARY)))
     assert down[0] > ordinary.max()
+
+
+# ------------------------------------------------------------------ --reward_arch
+
+
+def test_reward_arch_flag_default_release_size_flags_small_and_bad_values(tmp_path: Path, capsys) -> None:
+    from scripts.train_reward import build_parser, config_from_args, main
+
+    def arch(*argv: str) -> RewardModelConfig:
+        return config_from_args(build_parser().parse_args(list(argv))).model
+
+    assert arch() == RewardModelConfig(arch="release")
+    assert arch("--reward_arch", "small") == RewardModelConfig()
+    small = arch("--conv_channels", "16,16", "--embed_dim", "8")  # size flags alone pick the small model
+    assert small.arch == "small" and small.conv_channels == (16, 16) and small.embed_dim == 8
+    for bad, text in ((["--reward_arch", "big"], "invalid choice: 'big'"),
+                      (["--reward_arch", "release", "--hidden_dim", "16"], "--hidden_dim apply only to --reward_arch small")):
+        with pytest.raises(SystemExit) as exc:
+            main(_script_args(tmp_path, *bad))
+        assert exc.value.code == 2 and text in capsys.readouterr().err
+    assert not (tmp_path / "skill_rewards").exists()
+    # the default trains the release architecture and records it in the checkpoint
+    write_inputs(tmp_path, pairs=40, seed=8)
+    args = _script_args(tmp_path)
+    start = args.index("--conv_channels")
+    assert args[start:start + 6] == ["--conv_channels", "16,16", "--embed_dim", "8", "--hidden_dim", "16"]
+    del args[start:start + 6]
+    result = main(args)
+    assert torch.load(result["checkpoint"], weights_only=True)["model_config"]["arch"] == "release"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rl_baseline.intrinsic_reward import IntrinsicReward, ScoreCache
-from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime, crop3x3
+from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime, initiation_window
 from rlaif.skills import SKILLS
 
 
@@ -134,12 +134,19 @@ def make_runtime(meta=None) -> tuple[SkillRuntime, ScriptedMetaPolicy]:
 
 
 # ----------------------------------------------------------------------------- runtime unit tests
-def test_crop3x3_pads_outside_the_map():
-    chars = np.arange(12, dtype=np.uint8).reshape(3, 4) + 65
-    colors = np.ones((3, 4), dtype=np.uint8)
-    c, k = crop3x3(chars, colors, 0, 0)
-    assert c[0].tolist() == [32, 32, 32] and c[1].tolist() == [32, 65, 66] and c[2].tolist() == [32, 69, 70]
-    assert k[0, 0] == 0 and k[1, 1] == 1
+def test_initiation_window_is_the_releases_tty_window():
+    # the release cuts terminal rows y-3..y+3 (map rows y-4..y+2) and columns x-3..x+3
+    chars = (np.arange(21 * 79) % 200 + 40).astype(np.uint8).reshape(21, 79)
+    colors = np.full((21, 79), 5, dtype=np.uint8)
+    c, k = initiation_window(chars, colors, x=10, y=8)
+    assert c.shape == (7, 7)
+    assert (c == chars[4:11, 7:14]).all()
+    assert c[4, 3] == chars[8, 10] and k[4, 3] == 0  # the hero's cell: its colour is hidden
+    assert (np.delete(k.ravel(), 4 * 7 + 3) == 5).all()
+    # near the top-left corner the window is padded with blanks of colour 0
+    c, k = initiation_window(chars, colors, x=1, y=1)
+    assert (c[:3] == ord(" ")).all() and (c[:, :2] == ord(" ")).all() and (k[:3] == 0).all()
+    assert c[4, 3] == chars[1, 1] and c[5, 4] == chars[2, 2]
 
 
 def test_runtime_switches_skills_and_shapes_reward():
@@ -174,7 +181,7 @@ def test_runtime_switches_skills_and_shapes_reward():
     assert 0.0 <= stats["intrinsic/cache_hit_rate"] <= 1.0
     # preconditions saw the altar next to the hero; only the new item (letter g) counts
     crop, _ = meta.precondition_calls[-1]
-    assert crop[0, 1] == ord("_") and crop[1, 1] == ord("@")
+    assert crop[3, 3] == ord("_") and crop[4, 3] == ord("@")
     assert [n for _, n in meta.precondition_calls][:4] == [0, 0, 0, 0]
     assert meta.precondition_calls[-1][1] == 1
     assert stats["skills/altar_seen"] == 1.0
@@ -580,7 +587,8 @@ def test_skill_one_hot_reaches_the_network(trained):
 def test_evaluation_writes_results(trained, task):
     tmp, base, _, proc = trained
     assert proc.returncode == 0
-    ev = run_main(base + ["--evaluation", "True", "--eval_target", task, "--eval_episodes", "2",
+    ev = run_main(base + ["--evaluation", "True", "--eval_target", task, "--eval_protocol", "project",
+                          "--eval_episodes", "2",
                           "--eval_num_envs", "2"] + (["--save_video", "True"] if task == "gnomish" else []), tmp)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
     out = tmp / "skill_policy" / "e2e" / "eval"
@@ -596,6 +604,30 @@ def test_evaluation_writes_results(trained, task):
     assert (out / f"{task}_seed42.png").stat().st_size > 0
     if task == "gnomish":
         assert (out / "gnomish_seed42.gif").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_release_protocol_evaluation_runs_a_step_budget(trained):
+    """The default protocol (the authors'): a budget of env steps over the games, the last
+    --eval_stats_avg finished episodes averaged, both rule sets in the JSON."""
+    tmp, base, _, proc = trained
+    assert proc.returncode == 0
+    ev = run_main(base + ["--evaluation", "True", "--eval_target", "buc", "--eval_env_steps", "400",
+                          "--eval_num_envs", "2", "--eval_stats_avg", "3"], tmp)
+    assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
+    result = json.loads((tmp / "skill_policy" / "e2e" / "eval" / "buc_seed42.json").read_text())
+    assert result["protocol"] == result["episodes_ended_by"] == "release"
+    assert result["run"]["env_step_budget"] == result["run"]["env_steps_run"] == 400
+    assert result["run"]["num_envs"] == 2
+    finished = result["run"]["finished_episodes"]
+    assert len(result["per_episode"]) == finished and result["release"]["finished_episodes"] == finished
+    assert sum(e["length"] for e in result["per_episode"]) <= 400
+    assert result["release"]["metric"] == "num_buc" and result["release"]["episodes"] <= 3
+    assert result["mean"] == result["release"]["mean"] or result["release"]["episodes"] == 0
+    assert result["project"]["measure"] == "count" and result["project"]["episodes"] == min(finished, 3)
+    for e in result["per_episode"]:
+        assert e["ended_by"] in ("game", "step_limit", "release")
+        assert e["ended_by"] != "release" or e["release"]["reached"]
 
 
 def test_rerun_resumes_from_saved_step_count(trained):
@@ -638,8 +670,8 @@ def test_extrinsic_only_baseline_trains_and_is_evaluated_on_a_task(tmp_path):
     assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
     saved = json.loads((tmp_path / "runs" / "extrinsic_only" / "config.json").read_text())
     assert saved["env"] == "nle_fixed_eat_action" and saved["num_skills"] == 1
-    ev = run_main(common + ["--evaluation", "True", "--eval_target", "gnomish", "--eval_episodes", "2",
-                            "--eval_num_envs", "2"], tmp_path)
+    ev = run_main(common + ["--evaluation", "True", "--eval_target", "gnomish", "--eval_protocol", "project",
+                            "--eval_episodes", "2", "--eval_num_envs", "2"], tmp_path)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
     result = json.loads((tmp_path / "runs" / "extrinsic_only" / "eval" / "gnomish_seed42.json").read_text())
     assert result["task"] == "gnomish" and result["episodes"] == 2
@@ -671,8 +703,8 @@ def test_run_past_the_best_model_save_writes_checkpoints_the_default_loader_read
 def test_evaluation_on_the_best_checkpoint(trained):
     tmp, base, _, proc = trained
     assert proc.returncode == 0
-    ev = run_main(base + ["--evaluation", "True", "--eval_target", "gnomish", "--eval_episodes", "1",
-                          "--eval_num_envs", "1", "--load_checkpoint_kind", "best"], tmp)
+    ev = run_main(base + ["--evaluation", "True", "--eval_target", "gnomish", "--eval_protocol", "project",
+                          "--eval_episodes", "1", "--eval_num_envs", "1", "--load_checkpoint_kind", "best"], tmp)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
     result = json.loads((tmp / "skill_policy" / "e2e" / "eval" / "gnomish_seed42.json").read_text())
     assert Path(result["checkpoint"]).name.startswith("best_")

@@ -4,6 +4,6 @@ sims = run_trials(NetHackPlayer, trials=10, max_steps=200)
 for sim in sims:
     for entry in sim.history:
         if entry["worshipper_ok"] and entry["skill"] != "worshipper":
-            raise AssertionError("step %d: an altar was next to the hero but %s was chosen"
+            raise AssertionError("step %d: an altar was in view of the hero but %s was chosen"
                                  % (entry["step"], entry["skill"]))
 report("buc", sum(1 for sim in sims if sim.buc >= 1), len(sims), 8)

@@ -5,21 +5,22 @@
 
 
 def skill_precondition(self, char_ascii_encodings, char_ascii_colors, num_items, color_map):
-    # 3x3 neighbourhood around the hero (hero at [1][1]): another '@' is a shopkeeper,
-    # '_' is an altar. Both skills need items that were not in the starting kit.
+    # 7x7 window around the hero (the hero's own cell has colour 0): a shopkeeper is an
+    # '@' in the shopkeeper's colour, an altar a '_' in the altar's colour. Both skills
+    # need items that were not in the starting kit (coins and food do not count).
+    if num_items <= 0:
+        return False, False
     shopkeeper = False
     altar = False
-    for row in range(3):
-        for col in range(3):
-            if row == 1 and col == 1:
-                continue
+    for row in range(len(char_ascii_encodings)):
+        for col in range(len(char_ascii_encodings[row])):
             char = int(char_ascii_encodings[row][col])
-            if char == ord("@"):
+            color = int(char_ascii_colors[row][col])
+            if char == ord("@") and color == color_map["@"]:
                 shopkeeper = True
-            elif char == ord("_"):
+            elif char == ord("_") and color == color_map["_"]:
                 altar = True
-    has_items = num_items > 0
-    return altar and has_items, shopkeeper and has_items
+    return altar, shopkeeper
 
 
 def skill_termination(self, skill, skill_time, current_depth, previous_depth, preconditions):

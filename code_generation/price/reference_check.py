@@ -4,6 +4,6 @@ sims = run_trials(NetHackPlayer, trials=10, max_steps=200)
 for sim in sims:
     for entry in sim.history:
         if entry["merchant_ok"] and entry["skill"] != "merchant":
-            raise AssertionError("step %d: a shopkeeper was next to the hero but %s was chosen"
+            raise AssertionError("step %d: a shopkeeper was in view of the hero but %s was chosen"
                                  % (entry["step"], entry["skill"]))
 report("price", sum(1 for sim in sims if sim.price_identified >= 1), len(sims), 8)

@@ -7,12 +7,16 @@ options file, the dungeon overview); this module is the gym environment built on
 
 What an agent step does beyond NLE's:
 
-* ``eat`` / ``quaff``: the item prompt (or the "eat it?" / "drink from the fountain?"
-  question) is answered with the first letter it offers; an eat that takes game time sets
-  ``info["just_eaten"]``.
+* ``eat`` / ``quaff``: as in the authors' release, the command opens NetHack's prompt and the
+  agent's next action answers it: at "What do you want to eat/drink? [...]" the north-west
+  key ``y`` picks the first item offered and any other action cancels the prompt; the
+  "There is ... here; eat it? [ynq]" question takes the agent's key as it is (``y`` yes,
+  ``n`` no). An eat that takes game time sets ``info["just_eaten"]``.
 * ``drop``: drops the first inventory item that was not in the starting inventory and is
   neither food nor gold (nothing happens when there is none).
 * ``cast``: casts the first known spell.
+* ``wait``: rests 25 moves (the count prefix ``25`` before ``.``), as the authors' release
+  does; NetHack stops resting early when something happens.
 * ``enhance`` and the message "You feel more confident in your skills": the first skill that
   can be advanced is advanced.
 * ``--More--`` is dismissed, and yes/no questions are declined, except those an agent must
@@ -219,18 +223,27 @@ class NetHackScoreMonk(NetHackScore):
         return bool(observation[self._internal_index][1])
 
     # ------------------------------------------------------------------ macros
-    def _answer_first_offered(self, observation: tuple, done: bool) -> tuple[tuple, bool, bool]:
-        """Answer item prompts / yes-no questions with their first offered letter."""
-        answered = False
-        for _ in range(3):
-            if done or not self._in_question(observation):
-                break
-            letters = offered_letters(bytes(observation[self._message_index]))
-            if not letters:
-                break
-            observation, done = self._press(letters[0])
-            answered = True
-        return observation, done, answered
+    def _item_prompt(self, observation: tuple) -> bytes | None:
+        """The "What do you want to eat/drink?" prompt on screen, if it is."""
+        if not self._in_question(observation):
+            return None
+        message = bytes(observation[self._message_index])
+        return next((p for p in A.ITEM_PROMPTS if p in message), None)
+
+    def _is_eat_question(self, observation: tuple) -> bool:
+        return self._in_question(observation) and b"eat it?" in bytes(observation[self._message_index])
+
+    def _answer_item_prompt(self, key: int, prompt: bytes, before: tuple) -> tuple[tuple, bool]:
+        """The agent's action at an item prompt: ``y`` takes the first item offered, others cancel."""
+        letters = offered_letters(bytes(before[self._message_index]))
+        if key != A.ANSWER_ITEM_PROMPT or not letters:
+            return self._press(A.ESC)
+        time_before = int(before[self._blstats_index][B.BL_TIME])
+        observation, done = self._press(letters[0])
+        if prompt == A.ITEM_PROMPTS[0] and not done:
+            observation, done = self._perform_known_steps(observation, done, exceptions=False)
+            self._just_eaten = int(observation[self._blstats_index][B.BL_TIME]) > time_before
+        return observation, done
 
     def _droppable_letter(self, observation: tuple) -> int | None:
         letters = observation[self._letters_index]
@@ -272,13 +285,11 @@ class NetHackScoreMonk(NetHackScore):
             if not done and self._in_question(observation):
                 observation, done = self._press(letter if letter is not None else A.ESC)
             return observation, done
-        if key in (A.EAT, A.QUAFF):
+        if key == A.EAT or self._is_eat_question(before):
+            # the eat command, or "eat it?" answered with the agent's key
             time_before = int(before[self._blstats_index][B.BL_TIME])
             observation, done = self._press(key)
-            observation, done, answered = self._answer_first_offered(observation, done)
-            if key == A.EAT and answered and not done:
-                observation, done = self._perform_known_steps(observation, done, exceptions=False)
-                self._just_eaten = int(observation[self._blstats_index][B.BL_TIME]) > time_before
+            self._just_eaten = int(observation[self._blstats_index][B.BL_TIME]) > time_before
             return observation, done
         if key == A.CAST:
             observation, done = self._press(key)
@@ -288,6 +299,12 @@ class NetHackScoreMonk(NetHackScore):
             return observation, done
         if key == A.ENHANCE:
             return self._enhance(before, False)
+        if key == A.WAIT:
+            # "25." rests 25 turns, as the release's rest action does
+            for digit in str(A.REST_TURNS):
+                observation, done = self._press(ord(digit))
+                if done:
+                    return observation, done
         return self._press(key)
 
     # ------------------------------------------------------------------ gym API
@@ -319,7 +336,11 @@ class NetHackScoreMonk(NetHackScore):
         self._just_eaten = False
         key = self.actions[int(action)]
 
-        observation, done = self._act(key, last_observation)
+        prompt = self._item_prompt(last_observation)
+        if prompt is not None:
+            observation, done = self._answer_item_prompt(key, prompt, last_observation)
+        else:
+            observation, done = self._act(key, last_observation)
         truncated = self._check_abort(observation)
         observation, done = self._perform_known_steps(observation, done, exceptions=True)
         if not done and any(_CONFIDENT in m for m in self._messages) and not self._in_question(observation):

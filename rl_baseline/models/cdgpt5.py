@@ -1,18 +1,30 @@
-"""CDGPT5-style encoder for sample-factory 2.1.1: one network for all skills.
+"""CDGPT5-style encoders for sample-factory 2.1.1: one network for all skills.
 
-Inputs are the observation of :mod:`rl_baseline.models.obs`:
+Inputs are the observation of :mod:`rl_baseline.models.obs`. Two layouts, chosen with
+``--encoder_arch`` (:data:`ENCODER_ARCHS`):
+
+``project`` (default, :class:`CDGPT5Encoder`):
 
 - the 12x12 crop around the hero is rendered on the model's device to a
   72x72 RGB image through the cached glyph atlas, then a CNN reads it (the
   first layer has a 6x6 kernel with stride 6: one feature vector per map cell);
-- the bottom-line stats (raw blstats, scaled here) concatenated with the
-  active skill's one-hot go through an MLP;
+- the bottom-line stats (raw blstats, scaled here), the three Monk features
+  (spellbook kind one-hot, potion and comestible slots) and the active skill's
+  one-hot go through an MLP;
 - the message bytes go through a byte embedding and 1-D convolutions
   (a char-CNN) with global max pooling.
 
 The three feature vectors are concatenated and projected to
-``CDGPT5Config.out_size`` features. Sample-factory adds its own LSTM core and
-action/value heads (``--use_rnn True --rnn_type lstm``).
+``CDGPT5Config.out_size`` features; the stats MLP's input (scaled stats, Monk
+features, skill one-hot) is then appended unchanged, as the release appended
+its normalised blstats: the recurrent core sees the skill directly.
+
+``release`` (:class:`ReleaseEncoder`): the layer shapes of the release's
+``nle_rgbcrop_encoder`` (sample-factory 1), so that its published weights can be
+loaded (:mod:`rl_baseline.sf.release_policy`); see that class.
+
+Sample-factory adds its own core (GRU with the paper's defaults) and
+action/value heads; the core's input size is ``encoder.get_out_size()``.
 
 Sample-factory's observation preprocessing must leave the integer inputs
 alone: use ``--normalize_input False`` (or ``--normalize_input_keys blstats``)
@@ -37,7 +49,7 @@ from nle import nethack
 from sample_factory.model.encoder import Encoder
 from torch import nn
 
-from rl_baseline.models.obs import BLSTATS_SIZE, CROP_SIZE, MESSAGE_SIZE
+from rl_baseline.models.obs import BLSTATS_SIZE, CROP_SIZE, MESSAGE_SIZE, MONK_FEATURES_SIZE, SPELL_KINDS
 from rl_baseline.models.render import CELL, NUM_CHARS, NUM_COLORS, glyph_atlas, render_grid_torch
 
 logger = logging.getLogger(__name__)
@@ -45,15 +57,20 @@ logger = logging.getLogger(__name__)
 #: sample-factory settings this encoder expects (for ``parser.set_defaults(**SF_DEFAULTS)``).
 SF_DEFAULTS: dict[str, Any] = {
     "use_rnn": True,
-    "rnn_type": "lstm",
+    "rnn_type": "gru",
     "normalize_input": False,
     "obs_scale": 1.0,
     "obs_subtract_mean": 0.0,
 }
 
 #: Observation keys that hold indices or flags and must reach the encoder unnormalised.
-_INTEGER_KEYS: tuple[str, ...] = ("crop_chars", "crop_colors", "message", "skill_onehot", "skill_id")
+_INTEGER_KEYS: tuple[str, ...] = ("crop_chars", "crop_colors", "message", "skill_onehot", "skill_id", "monk_features")
+_REQUIRED_KEYS: tuple[str, ...] = ("crop_chars", "crop_colors", "blstats", "message", "skill_onehot", "monk_features")
 _NUM_CONDITION_BITS: int = nethack.BL_MASK_BITS
+_SPACE: int = ord(" ")
+
+#: Values of ``--encoder_arch``.
+ENCODER_ARCHS: tuple[str, ...] = ("project", "release")
 
 
 @dataclass
@@ -135,8 +152,29 @@ class BlstatsNormalizer(nn.Module):
         return torch.cat([linear, log, hp_ratio.unsqueeze(1), ene_ratio.unsqueeze(1), cond_bits], dim=1)
 
 
+class MonkFeatures(nn.Module):
+    """``monk_features`` [B, 3] -> [B, 5]: spellbook kind one-hot (all zero for -1), then the
+    potion and comestible slot counts / 10, clipped to [0, 5]."""
+
+    out_size: int = len(SPELL_KINDS) + MONK_FEATURES_SIZE - 1
+
+    def forward(self, monk: torch.Tensor) -> torch.Tensor:
+        monk = monk.float()
+        n = len(SPELL_KINDS)
+        kind = monk[:, 0].round().long()
+        slot = torch.where((kind >= 0) & (kind < n), kind, torch.full_like(kind, n))  # n: no spellbook
+        onehot = torch.zeros(monk.shape[0], n + 1, device=monk.device)
+        onehot.scatter_(1, slot.unsqueeze(1), 1.0)
+        counts = torch.clamp(monk[:, 1:] * 0.1, 0.0, 5.0)
+        return torch.cat([onehot[:, :n], counts], dim=1)
+
+
 class CDGPT5Encoder(Encoder):
-    """Crop CNN + stats/skill MLP + message char-CNN -> ``get_out_size()`` features."""
+    """Crop CNN + stats/Monk/skill MLP + message char-CNN, fused, plus the MLP's raw input.
+
+    ``get_out_size()`` = ``out_size`` + :attr:`stats_in_size` (scaled blstats, Monk features,
+    skill one-hot): the last ``num_skills`` features are the skill one-hot itself.
+    """
 
     def __init__(self, cfg: Any, obs_space: Any, model_cfg: CDGPT5Config | None = None) -> None:
         super().__init__(cfg)
@@ -163,8 +201,10 @@ class CDGPT5Encoder(Encoder):
         self.crop_fc = nn.Sequential(nn.Linear(c3 * side * side, mc.crop_out), act())
 
         self.blstats_norm = BlstatsNormalizer()
+        self.monk_norm = MonkFeatures()
+        self.stats_in_size = self.blstats_norm.out_size + self.monk_norm.out_size + self.num_skills
         self.stats_mlp = nn.Sequential(
-            nn.Linear(self.blstats_norm.out_size + self.num_skills, mc.stats_hidden),
+            nn.Linear(self.stats_in_size, mc.stats_hidden),
             act(),
             nn.Linear(mc.stats_hidden, mc.stats_hidden),
             act(),
@@ -187,13 +227,10 @@ class CDGPT5Encoder(Encoder):
         logger.info("CDGPT5 encoder: %d parameters, %d skills", sum(p.numel() for p in self.parameters()), self.num_skills)
 
     def get_out_size(self) -> int:
-        return self.model_cfg.out_size
+        return self.model_cfg.out_size + self.stats_in_size
 
     def type_for_input_tensor(self, input_tensor_name: str) -> torch.dtype:
-        # indices stay uint8 on their way to the device (4x less to copy than float)
-        if input_tensor_name in ("crop_chars", "crop_colors", "message"):
-            return torch.uint8
-        return torch.float32
+        return _input_type(input_tensor_name)
 
     def render(self, crop_chars: torch.Tensor, crop_colors: torch.Tensor) -> torch.Tensor:
         """The crop as uint8 [B, 3, 72, 72], identical to :func:`render.render_crop`."""
@@ -204,18 +241,163 @@ class CDGPT5Encoder(Encoder):
         crop = self.crop_fc(self.crop_cnn(rgb))
 
         skill = obs_dict["skill_onehot"].float()
-        stats = self.stats_mlp(torch.cat([self.blstats_norm(obs_dict["blstats"]), skill], dim=1))
+        stats_in = torch.cat(
+            [self.blstats_norm(obs_dict["blstats"]), self.monk_norm(obs_dict["monk_features"]), skill], dim=1
+        )
+        stats = self.stats_mlp(stats_in)
 
         msg = obs_dict["message"].long().clamp(0, 255)
         msg = self.msg_embed(msg).transpose(1, 2)  # [B, embed, 256]
         msg = self.msg_fc(self.msg_cnn(msg))
 
-        return self.fuse(torch.cat([crop, stats, msg], dim=1))
+        # the stats MLP's input goes on to the core unchanged (the release's skip of its
+        # normalised blstats, which end with the skill one-hot)
+        return torch.cat([self.fuse(torch.cat([crop, stats, msg], dim=1)), stats_in], dim=1)
+
+
+def _input_type(input_tensor_name: str) -> torch.dtype:
+    # indices stay uint8 on their way to the device (4x less to copy than float)
+    if input_tensor_name in ("crop_chars", "crop_colors", "message"):
+        return torch.uint8
+    return torch.float32
+
+
+#: The release's per-entry blstats multipliers (its ``BlstatsWrapper.BLSTAT_NORMALIZATION_STATS``),
+#: NLE's 27 blstats then the 3 Monk features; the skill one-hot that follows is multiplied by 1.
+#: Zeros drop an entry (strength, charisma, score, depth, gold, ... reach the network as 0); no
+#: clipping (the release declared a clip range but never applied it), so time (/1000) and the
+#: condition bit mask (x1) grow unbounded.
+RELEASE_BLSTATS_SCALE: tuple[float, ...] = (
+    1 / 79, 1 / 21,  # x, y
+    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,  # str25, str125, dex, con, int, wis, cha, score
+    1 / 10, 1 / 10, 0.0, 0.0, 1 / 10, 1 / 10, 1 / 10,  # hp, hpmax, depth, gold, energy, energymax, ac
+    0.0,  # monster level (HD)
+    1 / 10, 0.0, 1 / 1000, 1.0,  # experience level, experience points, time, hunger state
+    0.0, 1.0, 0.0, 1.0, 0.0,  # carrying capacity, dungeon number, level number, condition, alignment
+    1.0, 1.0, 1.0,  # Monk features: spellbook kind, potion slots, comestible slots
+)
+
+
+@dataclass
+class ReleaseEncoderConfig:
+    """Sizes of the release's ``nle_rgbcrop_encoder`` (sample-factory 1 defaults of the release)."""
+
+    conv_filters: tuple[tuple[int, int, int, int], ...] = ((3, 32, 8, 4), (32, 64, 4, 2), (64, 128, 3, 2))
+    crop_fc: int = 512  # --hidden_size 512, --encoder_extra_fc_layers 1
+    stats_hidden: int = 128
+    stats_layers: int = 4  # --encoder_stats_model three_hid_layers
+    msg_embed: int = 32
+    msg_hidden: int = 64
+
+
+class ReleaseEncoder(Encoder):
+    """The release's encoder (``rl_baseline/encoders_nle.py``, ``nle_rgbcrop_encoder``), layer for layer.
+
+    Output, in the release's order, ``[crop 512 | stats MLP 128 | stats input 30 + num_skills |
+    message 128]`` (803 features with 5 skills):
+
+    - crop: the 12x12 crop rendered to RGB 72x72 (divided by 255, the release's
+      ``--obs_scale 255``), conv 32 k8 s4, 64 k4 s2, 128 k3 s2 (ELU each, [128, 3, 3]), then
+      Linear 1152 -> 512 + ELU;
+    - stats: ``blstats`` (27) + ``monk_features`` (3) + ``skill_onehot``, times
+      :data:`RELEASE_BLSTATS_SCALE`, through 4 x (Linear 128 + ELU); the scaled input itself is
+      also passed on to the core (the release's "direct access by LSTM core");
+    - message: byte embedding 256 x 32 (index 0 is padding), Conv1d 32 -> 64 k7, ReLU, max-pool 3,
+      Conv1d k7, ReLU, max-pool 3, 4 x (Conv1d k3, ReLU), max-pool 3 -> [64, 5], Linear 320 -> 128,
+      ReLU.
+
+    What the pixels are made of differs from the release (converted weights see other pixels):
+    the release drew ``tty_chars`` with the Hack TrueType font at 9 pt resized to 6x6, here the
+    glyph shapes are :mod:`rl_baseline.models.render`'s atlas, tinted with the release's 16
+    colours (:data:`rl_baseline.models.render.RELEASE_PALETTE`). The release cropped the tty
+    screen (map row r is tty row r + 1) at the hero's map coordinates, so its hero sits one row
+    lower, at crop row 7; this encoder shifts the map crop down one row to match, leaving the
+    top row blank (the release showed the map row above there, or the message / status line
+    near the screen edge).
+    """
+
+    def __init__(self, cfg: Any, obs_space: Any, model_cfg: ReleaseEncoderConfig | None = None) -> None:
+        super().__init__(cfg)
+        _check_sf_cfg(cfg, obs_space)
+        self.model_cfg = mc = model_cfg or ReleaseEncoderConfig()
+        self.num_skills = int(obs_space["skill_onehot"].shape[0])
+        atlas = torch.from_numpy(np.array(glyph_atlas(CELL, "release"))).reshape(NUM_CHARS * NUM_COLORS, CELL, CELL, 3)
+        # not saved: the checkpoint holds exactly the release's tensors
+        self.register_buffer("atlas", atlas, persistent=False)
+        scale = torch.tensor(RELEASE_BLSTATS_SCALE + (1.0,) * self.num_skills, dtype=torch.float32)
+        self.register_buffer("stats_scale", scale, persistent=False)
+
+        # the submodules are created in the release's order, so that the parameters (and an
+        # optimizer's state) come in the same order as in its checkpoint
+        layers: list[nn.Module] = []
+        for in_ch, out_ch, kernel, stride in mc.conv_filters:
+            layers += [nn.Conv2d(in_ch, out_ch, kernel, stride=stride), nn.ELU()]
+        self.crop_cnn = nn.Sequential(*layers, nn.Flatten())
+        side = CROP_SIZE * CELL
+        with torch.no_grad():
+            conv_out = int(self.crop_cnn(torch.zeros(1, 3, side, side)).shape[1])
+        self.crop_fc = nn.Sequential(nn.Linear(conv_out, mc.crop_fc), nn.ELU())
+
+        self.stats_in_size = len(RELEASE_BLSTATS_SCALE) + self.num_skills
+        stats: list[nn.Module] = []
+        for i in range(mc.stats_layers):
+            stats += [nn.Linear(self.stats_in_size if i == 0 else mc.stats_hidden, mc.stats_hidden), nn.ELU()]
+        self.stats_mlp = nn.Sequential(*stats)
+
+        e, h = mc.msg_embed, mc.msg_hidden
+        self.msg_embed = nn.Embedding(256, e, padding_idx=0)
+        self.msg_conv1 = nn.Conv1d(e, h, kernel_size=7)
+        self.msg_cnn = nn.Sequential(
+            nn.ReLU(), nn.MaxPool1d(kernel_size=3, stride=3),
+            nn.Conv1d(h, h, kernel_size=7), nn.ReLU(), nn.MaxPool1d(kernel_size=3, stride=3),
+            nn.Conv1d(h, h, kernel_size=3), nn.ReLU(),
+            nn.Conv1d(h, h, kernel_size=3), nn.ReLU(),
+            nn.Conv1d(h, h, kernel_size=3), nn.ReLU(),
+            nn.Conv1d(h, h, kernel_size=3), nn.ReLU(),
+            nn.MaxPool1d(kernel_size=3, stride=3),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            msg_out = int(self.msg_cnn(self.msg_conv1(torch.zeros(1, e, MESSAGE_SIZE))).shape[1])
+        self.msg_fc = nn.Sequential(nn.Linear(msg_out, 2 * h), nn.ReLU())
+        self.out_size = mc.crop_fc + mc.stats_hidden + self.stats_in_size + 2 * h
+        logger.info("release encoder: %d parameters, %d skills, %d features", sum(p.numel() for p in self.parameters()),
+                    self.num_skills, self.out_size)
+
+    def get_out_size(self) -> int:
+        return self.out_size
+
+    def type_for_input_tensor(self, input_tensor_name: str) -> torch.dtype:
+        return _input_type(input_tensor_name)
+
+    def render(self, crop_chars: torch.Tensor, crop_colors: torch.Tensor) -> torch.Tensor:
+        """uint8 [B, 3, 72, 72]: the crop one row lower (hero at row 7, as the release), top row blank."""
+        chars = torch.full_like(crop_chars, _SPACE)
+        colors = torch.zeros_like(crop_colors)
+        chars[:, 1:] = crop_chars[:, :-1]
+        colors[:, 1:] = crop_colors[:, :-1]
+        return render_grid_torch(chars, colors, self.atlas)
+
+    def stats_input(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The release's ``norm_blstats``: [blstats, Monk features, skill one-hot] x scale."""
+        raw = torch.cat(
+            [obs_dict["blstats"].float(), obs_dict["monk_features"].float(), obs_dict["skill_onehot"].float()], dim=1
+        )
+        return raw * self.stats_scale
+
+    def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        rgb = self.render(obs_dict["crop_chars"], obs_dict["crop_colors"]).float() * (1.0 / 255.0)
+        crop = self.crop_fc(self.crop_cnn(rgb))
+        stats_in = self.stats_input(obs_dict)
+        stats = self.stats_mlp(stats_in)
+        msg = self.msg_embed(obs_dict["message"].long().clamp(0, 255)).transpose(1, 2)
+        msg = self.msg_fc(self.msg_cnn(self.msg_conv1(msg)))
+        return torch.cat([crop, stats, stats_in, msg], dim=1)
 
 
 def _check_sf_cfg(cfg: Any, obs_space: Any) -> None:
     """Fails early, with the fix, on sample-factory settings that would corrupt the inputs."""
-    missing = [k for k in ("crop_chars", "crop_colors", "blstats", "message", "skill_onehot") if k not in obs_space.keys()]
+    missing = [k for k in _REQUIRED_KEYS if k not in obs_space.keys()]
     if missing:
         raise ValueError(f"CDGPT5Encoder needs observation keys {missing}; build observations with rl_baseline.models.obs")
     if getattr(cfg, "normalize_input", False):
@@ -236,9 +418,14 @@ def _check_sf_cfg(cfg: Any, obs_space: Any) -> None:
         )
 
 
-def make_cdgpt5_encoder(cfg: Any, obs_space: Any) -> CDGPT5Encoder:
-    """Encoder factory for sample-factory's model factory."""
-    return CDGPT5Encoder(cfg, obs_space)
+def make_cdgpt5_encoder(cfg: Any, obs_space: Any) -> Encoder:
+    """Encoder factory for sample-factory's model factory: ``--encoder_arch`` picks the layout."""
+    arch = getattr(cfg, "encoder_arch", "project") or "project"
+    if arch == "project":
+        return CDGPT5Encoder(cfg, obs_space)
+    if arch == "release":
+        return ReleaseEncoder(cfg, obs_space)
+    raise ValueError(f"--encoder_arch {arch!r}: expected one of {', '.join(ENCODER_ARCHS)}")
 
 
 def adapt_sf_cfg(cfg: Any, obs_space: Any) -> Any:
@@ -281,10 +468,11 @@ def make_cdgpt5_actor_critic(cfg: Any, obs_space: Any, action_space: Any) -> Any
 
 
 def register_cdgpt5() -> None:
-    """Makes sample-factory build :class:`CDGPT5Encoder` models (safe to call repeatedly).
+    """Makes sample-factory build :class:`CDGPT5Encoder` (or :class:`ReleaseEncoder`) models
+    (safe to call repeatedly).
 
     Registers the encoder factory and an actor-critic factory that adapts the
-    input preprocessing flags (see :func:`adapt_sf_cfg`); the LSTM core and the
+    input preprocessing flags (see :func:`adapt_sf_cfg`); the recurrent core and the
     heads are sample-factory's own.
     """
     from sample_factory.algo.utils.context import global_model_factory

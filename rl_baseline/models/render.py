@@ -50,6 +50,32 @@ PALETTE: np.ndarray = np.array(
     dtype=np.float32,
 )
 
+#: The release's 16 colours (its ``obs_wrappers.COLORS``: colour 0 is pure black). Used by the
+#: release-shaped encoder (``--encoder_arch release``) so that converted weights see the
+#: release's colours; the glyph shapes stay this module's (the release drew a TrueType font).
+RELEASE_PALETTE: np.ndarray = np.array(
+    [
+        [0x00, 0x00, 0x00],
+        [0x80, 0x00, 0x00],
+        [0x00, 0x80, 0x00],
+        [0x80, 0x80, 0x00],
+        [0x00, 0x00, 0x80],
+        [0x80, 0x00, 0x80],
+        [0x00, 0x80, 0x80],
+        [0x80, 0x80, 0x80],
+        [0xC0, 0xC0, 0xC0],
+        [0xFF, 0x00, 0x00],
+        [0x00, 0xFF, 0x00],
+        [0xFF, 0xFF, 0x00],
+        [0x00, 0x00, 0xFF],
+        [0xFF, 0x00, 0xFF],
+        [0x00, 0xFF, 0xFF],
+        [0xFF, 0xFF, 0xFF],
+    ],
+    dtype=np.float32,
+)
+PALETTES: dict[str, np.ndarray] = {"project": PALETTE, "release": RELEASE_PALETTE}
+
 
 def _font_masks(cell: int) -> np.ndarray:
     """Intensity masks float32 [256, cell, cell] in [0, 1] for every byte value.
@@ -96,24 +122,29 @@ def _font_masks(cell: int) -> np.ndarray:
     return masks
 
 
-@functools.lru_cache(maxsize=4)
-def glyph_atlas(cell: int = CELL) -> np.ndarray:
-    """The cached atlas uint8 [256, 16, cell, cell, 3] (read-only)."""
+@functools.lru_cache(maxsize=8)
+def glyph_atlas(cell: int = CELL, palette: str = "project") -> np.ndarray:
+    """The cached atlas uint8 [256, 16, cell, cell, 3] (read-only).
+
+    ``palette``: ``project`` (:data:`PALETTE`) or ``release`` (:data:`RELEASE_PALETTE`).
+    """
+    if palette not in PALETTES:
+        raise ValueError(f"palette {palette!r}: expected one of {', '.join(PALETTES)}")
     masks = _font_masks(cell)
-    atlas = masks[:, None, :, :, None] * PALETTE[None, :, None, None, :]
+    atlas = masks[:, None, :, :, None] * PALETTES[palette][None, :, None, None, :]
     atlas = np.clip(np.rint(atlas), 0, 255).astype(np.uint8)
     atlas.setflags(write=False)
     logger.debug("built glyph atlas %s", atlas.shape)
     return atlas
 
 
-def render_grid(chars: np.ndarray, colors: np.ndarray, cell: int = CELL) -> np.ndarray:
+def render_grid(chars: np.ndarray, colors: np.ndarray, cell: int = CELL, palette: str = "project") -> np.ndarray:
     """Renders a [H, W] character grid with its colours to uint8 [H*cell, W*cell, 3]."""
     chars = np.asarray(chars)
     colors = np.asarray(colors)
     if chars.shape != colors.shape or chars.ndim != 2:
         raise ValueError(f"chars and colors must be 2-D with equal shapes, got {chars.shape} and {colors.shape}")
-    atlas = glyph_atlas(cell)
+    atlas = glyph_atlas(cell, palette)
     h, w = chars.shape
     tiles = atlas[chars.astype(np.intp) & 255, colors.astype(np.intp) & 15]  # [H, W, cell, cell, 3]
     return tiles.transpose(0, 2, 1, 3, 4).reshape(h * cell, w * cell, 3)

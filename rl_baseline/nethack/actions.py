@@ -49,6 +49,13 @@ MACRO_ACTIONS = frozenset({EAT, QUAFF, DROP, CAST, ENHANCE})
 ESC = 27
 RETURN = 13
 SPACE = 32
+# At the "What do you want to eat/drink?" prompt the agent's next action answers: the
+# north-west key ``y`` picks the first item offered, anything else cancels (the release's rule).
+ANSWER_ITEM_PROMPT = ord("y")
+ITEM_PROMPTS: tuple[bytes, ...] = (b"What do you want to eat", b"What do you want to drink")
+# The rest action waits this many turns (a count prefix typed before '.'), as in the
+# authors' release; NetHack stops early when something happens.
+REST_TURNS = 25
 FIRST_SPELL = ord("a")
 FIRST_MENU_ENTRY = ord("a")
 

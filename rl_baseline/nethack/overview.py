@@ -197,6 +197,19 @@ def overview_mentions(overview_text: str, target: str) -> bool:
     return ov.mines_visited or ov.mines_branch_depth is not None
 
 
+def overview_has_text(overview_text: str, needle: str) -> bool:
+    """Whether ``needle`` occurs inside one line of the overview text.
+
+    This is the plain-text test the authors' release applied to the terminal rows while the
+    overview window was open (a substring of one screen row, case-sensitive), e.g.
+    ``"Level 7"`` or ``"The Gnomish Mines: levels 3 to 5"``; see
+    :mod:`rl_baseline.tasks.release_protocol`.
+    """
+    if not overview_text or not needle:
+        return False
+    return any(needle in line for line in overview_text.splitlines())
+
+
 # --------------------------------------------------------------------------- reading
 
 

@@ -141,8 +141,23 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--eval_target", type=str, default="exploration",
                    help="task whose meta-policy composes the skills: exploration (training), an evaluation "
                         "task (gnomish, delphi, ..., goldenexit) or none")
-    g.add_argument("--eval_episodes", type=int, default=100, help="episodes to evaluate")
-    g.add_argument("--eval_num_envs", type=int, default=4, help="environments stepped together during evaluation")
+    g.add_argument("--eval_protocol", type=str, default="release", choices=("release", "project"),
+                   help="evaluation protocol: release (the authors': --eval_env_steps env steps over --eval_num_envs "
+                        "games, episodes end when the release's rule says the task is reached, the result is the "
+                        "mean over the last --eval_stats_avg finished episodes) or project (--eval_episodes "
+                        "episodes ended by this project's task definitions); both rule sets are reported")
+    g.add_argument("--eval_env_steps", type=int, default=3_000_000,
+                   help="release protocol: env steps to run, summed over all evaluation games (the release stops "
+                        "after 3,000,000); episodes still running then are not counted")
+    g.add_argument("--eval_stats_avg", type=int, default=1000,
+                   help="release protocol: the result averages the last this many finished episodes (the "
+                        "release's --stats_avg 1000)")
+    g.add_argument("--eval_episodes", type=int, default=100,
+                   help="project protocol: episodes to evaluate (not used by --eval_protocol release)")
+    g.add_argument("--eval_num_envs", type=int, default=480,
+                   help="games stepped together in this process during evaluation (default 480 = the release's "
+                        "24 workers x 20 envs, about 1.6 GB of NetHack state; the project protocol uses at most "
+                        "--eval_episodes)")
     g.add_argument("--eval_deterministic_actions", type=str2bool, default=False,
                    help="take the most likely action instead of sampling during evaluation")
     g.add_argument("--save_video", type=str2bool, default=False,
@@ -150,6 +165,11 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--save_every_steps", type=int, default=0,
                    help="also save a checkpoint every this many env steps (0: only sample-factory's "
                         "--save_every_sec timer)")
+    # model
+    g.add_argument("--encoder_arch", type=str, default="project", choices=("project", "release"),
+                   help="policy encoder layout: project (this repository's CDGPT5 encoder) or release (the "
+                        "release's nle_rgbcrop_encoder layer shapes, needed to run its converted weights, see "
+                        "scripts/convert_release_policy.py)")
 
 
 def _translate_argv(argv: Sequence[str]) -> list[str]:

@@ -9,7 +9,7 @@ of its habits break long runs, and this module is where they are handled:
   (``weights_only=True`` since torch 2.6) refuses numpy scalars, so evaluation failed and
   resume started from step 0. Our learner (:mod:`rl_baseline.sf.learner`) now stores plain
   Python numbers; files written before that fix are read by allowing exactly numpy's scalar
-  reconstructor and ``numpy.dtype`` (:data:`NUMPY_SCALAR_GLOBALS`), never ``weights_only=False``;
+  reconstructor and ``numpy.dtype`` (:data:`rlaif.torch_files.NUMPY_SCALAR_GLOBALS`), never ``weights_only=False``;
 * a save interrupted by a kill leaves ``checkpoint_temp``, which sample-factory's
   ``checkpoint_*`` glob sorts after every real checkpoint and tries to load first; only
   names matching :data:`CHECKPOINT_NAME` count here;
@@ -28,9 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
-
-from rlaif.torch_files import plain_numbers
+from rlaif.torch_files import load_error_reason, plain_numbers, safe_load
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +37,6 @@ CHECKPOINT_NAME = {
     "best": re.compile(r"^best_(\d{9})_(\d+)(_.*)?\.pth$"),
 }
 KINDS = tuple(CHECKPOINT_NAME)
-# numpy scalars pickle as numpy.core.multiarray.scalar(numpy.dtype(...), raw bytes), the dtype
-# rebuilt through its class (numpy.dtypes.Float64DType, ...). Allowing the reconstructor, numpy.dtype
-# and the numeric dtype classes only (no object, string or void dtype) rebuilds numbers and nothing
-# else, so torch's safe loader stays safe.
-_NUMERIC_SCALARS = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-                    np.float16, np.float32, np.float64)
-NUMPY_SCALAR_GLOBALS = [np.core.multiarray.scalar, np.dtype] + [type(np.dtype(t)) for t in _NUMERIC_SCALARS]
 REQUIRED_KEYS = ("model", "env_steps", "train_step")
 
 
@@ -82,17 +73,14 @@ def load_checkpoint_file(path: str | Path, device: Any = "cpu") -> dict[str, Any
     Files written before numbers were stored as plain Python values (they hold
     ``numpy.float64``) are read too, and their numpy scalars come back as Python numbers.
     """
-    import torch
-
     path = Path(path)
     try:
-        with torch.serialization.safe_globals(NUMPY_SCALAR_GLOBALS):
-            state = torch.load(path, map_location=device, weights_only=True)
+        state = safe_load(path, device)
     except FileNotFoundError as exc:
         raise CheckpointError(f"{path}: checkpoint not found") from exc
     except Exception as exc:
         raise CheckpointError(
-            f"{path}: cannot be read as a skill-policy checkpoint ({type(exc).__name__}: {_reason(exc)}); "
+            f"{path}: cannot be read as a skill-policy checkpoint ({type(exc).__name__}: {load_error_reason(exc)}); "
             "the file is damaged (e.g. a save cut short) or not a checkpoint written by scripts.main"
         ) from exc
     if not isinstance(state, dict) or any(key not in state for key in REQUIRED_KEYS):
@@ -102,14 +90,6 @@ def load_checkpoint_file(path: str | Path, device: Any = "cpu") -> dict[str, Any
         )
     return plain_numbers(state)
 
-
-def _reason(exc: BaseException) -> str:
-    """The informative line of a torch.load error (torch's safe-loader errors start with advice instead)."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    for line in lines:
-        if "Unsupported global" in line or "but got" in line:
-            return line[:300]
-    return lines[0][:200] if lines else "no details"
 
 
 @dataclass

@@ -1,11 +1,31 @@
 """Zero-shot evaluation of a trained skill policy on one task, in-process.
 
 The newest checkpoint of ``{train_dir}/{experiment}`` (``--load_checkpoint_kind latest``,
-the default, or ``best``) is loaded into sample-factory's
-actor-critic; ``--eval_num_envs`` environments (the task's meta-policy composing the
-skills) are stepped together in this process, without training. The task tracker of
-:mod:`rl_baseline.tasks.detectors` decides success/counts; an episode stops when the
-game ends or the tracker says the task is over.
+the default, or ``best``) is loaded into sample-factory's actor-critic; ``--eval_num_envs``
+environments (the task's meta-policy composing the skills) are stepped together in this
+process, without training, with actions sampled from the policy
+(``--eval_deterministic_actions True`` takes the most likely one).
+
+Two protocols (``--eval_protocol``):
+
+* ``release`` (default) -- the authors' (see :mod:`rl_baseline.tasks.release_protocol`):
+  every game is reset as soon as its episode ends, until ``--eval_env_steps`` env steps
+  (summed over the games; the release's 3,000,000) have been run; episodes still running
+  then are dropped. An episode ends with the game, at the step limit, or when the release's
+  rule says the task is reached (interaction tasks: at the first stair descent). The result
+  is the release's statistic over the last ``--eval_stats_avg`` (1000) finished episodes:
+  the ``reached`` rate, or for transactions/price/buc the mean count over those of them
+  that saw a shop/altar. The release ran 480 games (24 workers x 20); so does the default
+  ``--eval_num_envs``.
+* ``project`` -- ``--eval_episodes`` episodes ended by this project's task definitions
+  (:mod:`rl_baseline.tasks.detectors`); the result is their mean and standard error.
+
+Both rule sets follow every episode, whichever protocol ends it; the release's tracker
+freezes when it says "reached" (the release would have stopped there). The JSON has the
+headline (``mean``, ``stderr``, ``episodes``, ``measure``: the driving protocol's), the
+sections ``"release"`` and ``"project"`` with each rule set's numbers, ``"protocol"`` /
+``"episodes_ended_by"`` (which protocol ended the episodes), ``"run"`` (budget, steps run,
+finished and dropped episodes) and ``per_episode``.
 
 Writes ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}`` (and a
 ``.gif`` of the first episode with ``--save_video True``).
@@ -19,28 +39,50 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
-from rl_baseline.sf.cfg import SkillEnvConfig, finalize_cfg, validate_cfg
+from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, finalize_cfg, validate_cfg
 from rl_baseline.sf.checkpoints import CheckpointError, checkpoint_dir, load_newest
 
 logger = logging.getLogger(__name__)
 
+#: flags that belong to this evaluation call, not to the trained experiment: their values come
+#: from the command line (or today's defaults), never from the experiment's saved config.json
+EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs",
+              "eval_deterministic_actions", "save_video")
+
 
 @dataclass
 class EpisodeResult:
+    """One finished episode: the project's definitions (success/count/value) and the release's."""
+
     success: bool
     count: float
     value: float
     length: int
     skill_share: dict[str, float] = field(default_factory=dict)
+    #: :meth:`rl_baseline.tasks.release_protocol.ReleaseTracker.episode_record` (None: not tracked)
+    release: Optional[dict] = None
+    #: "game" (the game ended), "step_limit", "release" or "project" (that rule said done)
+    ended_by: str = "game"
 
 
-def mean_stderr(values: list[float]) -> tuple[float, float]:
-    if not values:
+@dataclass
+class RunResult:
+    episodes: list[EpisodeResult]
+    protocol: str
+    num_envs: int
+    env_steps_run: int
+    #: episodes in progress when the step budget ran out (dropped, as in the release)
+    unfinished: int = 0
+    env_step_budget: Optional[int] = None
+
+
+def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
+    if len(values) == 0:
         return math.nan, math.nan
     arr = np.asarray(values, dtype=np.float64)
     stderr = float(arr.std(ddof=1) / math.sqrt(len(arr))) if len(arr) > 1 else 0.0
@@ -53,57 +95,339 @@ def eval_dir(cfg: Any) -> Path:
 
 def _action_names() -> Optional[list[str]]:
     try:
-        from rl_baseline.nethack.actions import ACTIONS
+        from rl_baseline.nethack.actions import ACTION_NAMES
     except ImportError:
         return None
-    return [getattr(a, "name", str(a)) for a in ACTIONS]
+    return list(ACTION_NAMES)
 
 
-def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_names: tuple[str, ...]) -> dict:
+# ----------------------------------------------------------------------------- flags
+
+
+def check_eval_args(cfg: Any) -> None:
+    """The evaluation flags; :class:`ConfigError` (exit status 2) naming the flag."""
+    from rl_baseline.tasks.release_protocol import PROTOCOLS
+
+    protocol = getattr(cfg, "eval_protocol", "release")
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"--eval_protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+    checks = (
+        ("eval_env_steps", "a budget of env steps summed over the --eval_num_envs games"),
+        ("eval_stats_avg", "the number of last finished episodes averaged"),
+        ("eval_num_envs", "the number of games stepped together"),
+        ("eval_episodes", "the number of episodes of --eval_protocol project"),
+    )
+    for name, what in checks:
+        value = getattr(cfg, name, None)
+        if value is None or int(value) < 1:
+            raise ConfigError(f"--{name} must be at least 1 ({what}), got {value}")
+    explicit = getattr(cfg, "cli_args", None) or {}
+    if protocol == "release" and "eval_episodes" in explicit:
+        raise ConfigError(
+            "--eval_episodes counts the episodes of --eval_protocol project; the release protocol (the default) "
+            "runs a budget of --eval_env_steps env steps and averages the last --eval_stats_avg finished "
+            "episodes. Pass --eval_protocol project to evaluate a number of episodes."
+        )
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+class TorchPolicy:
+    """The actor-critic with one recurrent state per game."""
+
+    def __init__(self, actor_critic: Any, rnn_size: int, n_envs: int, device: Any, deterministic: bool) -> None:
+        import torch
+
+        self.model = actor_critic
+        self.device = device
+        self.deterministic = deterministic
+        self.rnn = torch.zeros([n_envs, rnn_size], dtype=torch.float32, device=device)
+
+    def act(self, obs: list[dict]) -> np.ndarray:
+        import torch
+        from sample_factory.algo.utils.action_distributions import argmax_actions
+        from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
+
+        with torch.no_grad():
+            batch = {k: torch.from_numpy(np.stack([np.asarray(o[k]) for o in obs])).to(self.device) for k in obs[0]}
+            out = self.model(prepare_and_normalize_obs(self.model, batch), self.rnn)
+            actions = out["actions"]
+            if self.deterministic:
+                actions = argmax_actions(self.model.action_distribution())
+            self.rnn = out["new_rnn_states"]
+            return actions.reshape(len(obs), -1)[:, 0].cpu().numpy()
+
+    def episode_ended(self, i: int) -> None:
+        self.rnn[i].zero_()
+
+
+def _skill_share(env: Any, skill_names: Sequence[str]) -> dict[str, float]:
+    stats = getattr(env, "stats", None)
+    if stats is None:
+        return {}
+    cache = getattr(getattr(env, "reward_fn", None), "cache", None)
+    share = stats.summary(tuple(skill_names), getattr(cache, "hit_rate", 0.0))
+    return {s: float(share.get(f"skills/{s}_share", 0.0)) for s in skill_names}
+
+
+def run_evaluation(
+    envs: Sequence[Any],
+    policy: Any,
+    task: str,
+    protocol: str = "release",
+    episodes: int = 100,
+    env_steps: int = 3_000_000,
+    action_names: Optional[Sequence[str]] = None,
+    seed: int = 0,
+    skill_names: Sequence[str] = (),
+    frame_fn: Optional[Callable[[Any], None]] = None,
+    progress: bool = True,
+) -> RunResult:
+    """Steps ``envs`` with ``policy`` (``act(obs_list) -> actions``, ``episode_ended(i)``) under
+    ``protocol``: "release" runs ``env_steps`` env steps in all, resetting games as their
+    episodes end; "project" runs until ``episodes`` episodes have finished. Both trackers
+    follow every episode; the protocol's own decides when an episode ends.
+
+    ``frame_fn(env)`` is called after every step of the first episode of game 0 (video)."""
+    from rl_baseline.tasks.detectors import make_task_tracker
+    from rl_baseline.tasks.release_protocol import PROTOCOLS, make_release_tracker
+
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
+    n = len(envs)
+    budget = int(env_steps) if protocol == "release" else None
+    target = int(episodes) if protocol == "project" else None
+    project = [make_task_tracker(task) for _ in range(n)]
+    release = [make_release_tracker(task) for _ in range(n)]
+
+    def start(i: int, info: dict) -> None:
+        project[i].reset(info)
+        release[i].reset(info)
+
+    obs: list[Any] = []
+    for i, env in enumerate(envs):
+        o, info = env.reset(seed=int(seed) * 100_003 + i)
+        start(i, info)
+        obs.append(o)
+    lengths = np.zeros(n, dtype=np.int64)
+    active = np.ones(n, dtype=bool)
+    started = n
+    steps_run = 0
+    results: list[EpisodeResult] = []
+    recording = frame_fn is not None
+    bar = tqdm(total=budget if budget is not None else target, desc=f"eval {task} ({protocol})",
+               disable=None if progress else True)
+
+    def out_of_budget() -> bool:
+        return budget is not None and steps_run >= budget
+
+    while active.any() and not out_of_budget() and (target is None or len(results) < target):
+        actions = policy.act(obs)
+        steps_before = steps_run
+        for i, env in enumerate(envs):
+            if not active[i]:
+                continue
+            if out_of_budget():
+                break
+            a = int(actions[i])
+            name = action_names[a] if action_names is not None and 0 <= a < len(action_names) else None
+            o, _, terminated, truncated, info = env.step(a)
+            steps_run += 1
+            lengths[i] += 1
+            pre = getattr(env, "preconds", None)
+            if pre is not None:
+                info["skill_preconditions"] = tuple(bool(p) for p in pre)
+            project[i].update(info, name)
+            release[i].update(info, name)
+            if recording and i == 0:
+                frame_fn(env)
+            ended_by = None
+            if truncated:
+                ended_by = "step_limit"
+            elif terminated:
+                ended_by = "game"
+            elif protocol == "release" and release[i].done:
+                ended_by = "release"
+            elif protocol == "project" and project[i].done:
+                ended_by = "project"
+            if ended_by is not None:
+                tr = project[i]
+                results.append(EpisodeResult(
+                    success=bool(tr.success), count=float(tr.count), value=float(tr.value),
+                    length=int(lengths[i]), skill_share=_skill_share(env, skill_names),
+                    release=release[i].episode_record(), ended_by=ended_by,
+                ))
+                if target is not None:
+                    bar.update(1)
+                if i == 0:
+                    recording = False
+                lengths[i] = 0
+                policy.episode_ended(i)
+                if target is None or started < target:
+                    started += 1
+                    o, info = env.reset()
+                    start(i, info)
+                else:
+                    active[i] = False
+            obs[i] = o
+        if budget is not None:
+            bar.update(steps_run - steps_before)
+    bar.close()
+    unfinished = int(np.count_nonzero(active & (lengths > 0))) if budget is not None else 0
+    if target is not None:
+        results = results[:target]
+    return RunResult(episodes=results, protocol=protocol, num_envs=n, env_steps_run=steps_run,
+                     unfinished=unfinished, env_step_budget=budget)
+
+
+# ----------------------------------------------------------------------------- summaries
+
+
+def _episode_dict(e: EpisodeResult, in_window: bool) -> dict:
+    return {"success": bool(e.success), "count": e.count, "value": e.value, "length": e.length,
+            "skill_share": e.skill_share, "ended_by": e.ended_by, "release": e.release,
+            "in_window": bool(in_window)}
+
+
+def project_section(task: str, measure: str, episodes: Sequence[EpisodeResult]) -> dict:
+    """The project's definitions over ``episodes``."""
     per_episode = [float(e.success) if measure == "success" else float(e.count) for e in episodes]
     mean, stderr = mean_stderr(per_episode)
-    lengths = [e.length for e in episodes]
-    shares = {s: float(np.mean([e.skill_share.get(s, 0.0) for e in episodes])) if episodes else 0.0 for s in skill_names}
     return {
-        "task": task,
+        "definitions": "rl_baseline.tasks.detectors",
         "measure": measure,
         "episodes": len(episodes),
         "mean": mean,
         "stderr": stderr,
         "success_rate": float(np.mean([e.success for e in episodes])) if episodes else math.nan,
         "mean_count": float(np.mean([e.count for e in episodes])) if episodes else math.nan,
-        "episode_lengths": lengths,
-        "mean_length": float(np.mean(lengths)) if lengths else math.nan,
-        "skill_time_share": shares,
-        "per_episode": [
-            {"success": bool(e.success), "count": e.count, "value": e.value, "length": e.length, "skill_share": e.skill_share}
-            for e in episodes
-        ],
     }
 
 
+def release_section(task: str, episodes: Sequence[EpisodeResult], stats_avg: int) -> tuple[dict, list[int]]:
+    """The release's statistic over ``episodes`` (in the order they finished); also returns the
+    indices of the episodes whose value is in the metric's window."""
+    from rl_baseline.tasks.release_protocol import RELEASE_RULES, release_window
+
+    rule = RELEASE_RULES[task]
+    records = [e.release for e in episodes if e.release is not None]
+    if len(records) != len(episodes):
+        return {"rule": rule.summary, "metric": rule.metric, "episodes": 0, "mean": math.nan,
+                "stderr": math.nan}, []
+    win = release_window(task, records, stats_avg)
+    mean, stderr = mean_stderr(win.values)
+    last = records[-win.stats_avg:] if records else []
+    section = {
+        "definitions": "rl_baseline.tasks.release_protocol",
+        "rule": rule.summary,
+        "metric": rule.metric,
+        "stats_avg": win.stats_avg,
+        "finished_episodes": win.finished,
+        "episodes": len(win.values),
+        "mean": mean,
+        "stderr": stderr,
+        "reached_rate": win.reached_rate,
+        "reached_episodes": len(win.reached),
+    }
+    if rule.count_key is not None:
+        section["seen_key"] = rule.seen_key
+        section["seen_rate"] = float(np.mean([bool(r[rule.seen_key]) for r in last])) if last else math.nan
+        section["mean_count_all"] = (float(np.mean([r["counts"][rule.count_key] for r in last]))
+                                     if last else math.nan)
+    return section, win.indices
+
+
+def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_names: tuple[str, ...],
+              protocol: str = "project", stats_avg: int = 1000, run: Optional[RunResult] = None) -> dict:
+    """The evaluation summary (the JSON's content, see the module docstring).
+
+    Under "project" the headline is the project's definitions over all episodes; under
+    "release" it is the release's statistic, and the project's definitions are given over the
+    same last ``stats_avg`` finished episodes."""
+    release, window_idx = release_section(task, episodes, stats_avg)
+    in_window = set(window_idx)
+    if protocol == "release":
+        recent = list(episodes[-int(stats_avg):])
+        project = project_section(task, measure, recent)
+        project["over"] = f"the last {len(recent)} finished episodes"
+        head = release
+        success_rate = release.get("reached_rate", math.nan)
+        mean_count = release["mean"] if measure == "count" else math.nan
+        shown = recent
+    else:
+        project = project_section(task, measure, episodes)
+        project["over"] = f"all {len(episodes)} episodes"
+        head = project
+        success_rate, mean_count = project["success_rate"], project["mean_count"]
+        shown = list(episodes)
+    lengths = [e.length for e in shown]
+    shares = {s: float(np.mean([e.skill_share.get(s, 0.0) for e in shown])) if shown else 0.0 for s in skill_names}
+    summary = {
+        "task": task,
+        "measure": measure,
+        "protocol": protocol,
+        "episodes_ended_by": protocol,
+        "episodes": head["episodes"],
+        "mean": head["mean"],
+        "stderr": head["stderr"],
+        "success_rate": success_rate,
+        "mean_count": mean_count,
+        "episode_lengths": lengths,
+        "mean_length": float(np.mean(lengths)) if lengths else math.nan,
+        "skill_time_share": shares,
+        "release": release,
+        "project": project,
+        "per_episode": [_episode_dict(e, i in in_window) for i, e in enumerate(episodes)],
+    }
+    if run is not None:
+        summary["run"] = {
+            "num_envs": run.num_envs,
+            "env_step_budget": run.env_step_budget,
+            "env_steps_run": run.env_steps_run,
+            "finished_episodes": len(run.episodes),
+            "unfinished_episodes": run.unfinished,
+        }
+    return summary
+
+
 def write_results(out_stem: Path, summary: dict, skill_names: tuple[str, ...]) -> list[Path]:
-    """JSON (summary + per-episode), CSV (one row per episode, then mean and stderr rows), PNG."""
+    """JSON (summary + per-episode), CSV (one row per finished episode, then mean and stderr
+    rows of the project's columns over the headline's episodes), PNG."""
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     json_path = out_stem.with_suffix(".json")
     tmp = json_path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(summary, indent=1))
     os.replace(tmp, json_path)
 
+    release = summary.get("release") or {}
+    project = summary.get("project") or {}
     csv_path = out_stem.with_suffix(".csv")
-    header = ["episode", "success", "count", "value", "length"] + [f"share_{s}" for s in skill_names]
+    header = (["episode", "success", "count", "value", "length"] + [f"share_{s}" for s in skill_names]
+              + ["ended_by", "release_reached", "release_count", "release_seen", "in_window"])
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(header)
         for i, e in enumerate(summary["per_episode"]):
+            rel = e.get("release") or {}
             w.writerow([i, int(e["success"]), e["count"], e["value"], e["length"]]
-                       + [e["skill_share"].get(s, 0.0) for s in skill_names])
+                       + [e["skill_share"].get(s, 0.0) for s in skill_names]
+                       + [e.get("ended_by", ""), int(bool(rel.get("reached"))) if rel else "",
+                          "" if rel.get("count") is None else rel.get("count"),
+                          "" if rel.get("seen") is None else int(bool(rel.get("seen"))),
+                          int(bool(e.get("in_window", True)))])
         lengths = summary["episode_lengths"]
-        w.writerow(["mean", summary["success_rate"], summary["mean_count"], "", summary["mean_length"]]
-                   + [summary["skill_time_share"][s] for s in skill_names])
-        w.writerow(["stderr", summary["stderr"] if summary["measure"] == "success" else "",
-                    summary["stderr"] if summary["measure"] == "count" else "", "",
-                    mean_stderr([float(x) for x in lengths])[1]] + ["" for _ in skill_names])
+        measure = summary["measure"]
+        w.writerow(["mean", project.get("success_rate", summary["success_rate"]),
+                    project.get("mean_count", summary["mean_count"]), "", summary["mean_length"]]
+                   + [summary["skill_time_share"][s] for s in skill_names]
+                   + ["", release.get("reached_rate", ""), release.get("mean", "") if measure == "count" else "",
+                      "", ""])
+        p_stderr = project.get("stderr", summary["stderr"])
+        w.writerow(["stderr", p_stderr if measure == "success" else "", p_stderr if measure == "count" else "", "",
+                    mean_stderr([float(x) for x in lengths])[1]] + ["" for _ in skill_names]
+                   + ["", release.get("stderr", "") if measure == "success" else "",
+                      release.get("stderr", "") if measure == "count" else "", "", ""])
 
     png_path = out_stem.with_suffix(".png")
     import matplotlib
@@ -113,9 +437,16 @@ def write_results(out_stem: Path, summary: dict, skill_names: tuple[str, ...]) -
 
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 3.5))
     label = "success rate" if summary["measure"] == "success" else "count per episode"
-    ax0.bar([summary["task"]], [summary["mean"]], yerr=[summary["stderr"]], capsize=6, color="tab:blue")
+    bars = [(name, sec) for name, sec in (("release", release), ("project", project)) if sec]
+    if not bars:
+        bars = [("result", {"mean": summary["mean"], "stderr": summary["stderr"]})]
+    names = [f"{n} ({sec.get('episodes', '?')} ep.)" for n, sec in bars]
+    means = [0.0 if not np.isfinite(sec.get("mean", math.nan)) else sec["mean"] for _, sec in bars]
+    errs = [0.0 if not np.isfinite(sec.get("stderr", math.nan)) else sec["stderr"] for _, sec in bars]
+    colours = ["tab:blue" if n.startswith(summary.get("protocol", "")) else "tab:gray" for n in names]
+    ax0.bar(names, means, yerr=errs, capsize=6, color=colours)
     ax0.set_ylabel(label)
-    ax0.set_title(f"{summary['task']} ({summary['episodes']} episodes)")
+    ax0.set_title(f"{summary['task']} (episodes ended by {summary.get('episodes_ended_by', 'project')})")
     ax1.bar(list(skill_names), [summary["skill_time_share"][s] for s in skill_names], color="tab:orange")
     ax1.set_ylabel("share of episode steps")
     ax1.set_title("skill time share")
@@ -134,27 +465,35 @@ def _save_gif(frames: list[np.ndarray], path: Path) -> None:
         images[0].save(path, save_all=True, append_images=images[1:], duration=80, loop=0)
 
 
+# ----------------------------------------------------------------------------- entry point
+
+
 def evaluate(cfg: Any) -> dict:
     """Runs the evaluation described in the module docstring; returns the summary dict."""
     import torch
-    from sample_factory.algo.utils.action_distributions import argmax_actions
-    from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
     from sample_factory.cfg.arguments import load_from_checkpoint
     from sample_factory.model.actor_critic import create_actor_critic
     from sample_factory.model.model_utils import get_rnn_size
 
     from rl_baseline.sf.env import build_skill_env, register_envs
     from rl_baseline.task_names import TASK_MEASURE, check_eval_target
-    from rl_baseline.tasks.detectors import make_task_tracker
 
     task = check_eval_target(cfg.eval_target)
+    check_eval_args(cfg)
+    invocation = {k: getattr(cfg, k) for k in EVAL_FLAGS if hasattr(cfg, k)}
     cfg = load_from_checkpoint(cfg)
+    for k, v in invocation.items():  # this call's evaluation flags, not those saved at training time
+        cfg[k] = v
     cfg.evaluation = True
     finalize_cfg(cfg)
     validate_cfg(cfg)
     register_envs()
 
-    n_envs = max(1, min(int(cfg.eval_num_envs), int(cfg.eval_episodes)))
+    protocol = cfg.eval_protocol
+    if protocol == "release":
+        n_envs = int(cfg.eval_num_envs)
+    else:
+        n_envs = max(1, min(int(cfg.eval_num_envs), int(cfg.eval_episodes)))
     env_cfg = SkillEnvConfig.from_cfg(cfg)
     envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
     skill_names = envs[0].skill_names
@@ -176,72 +515,33 @@ def evaluate(cfg: Any) -> dict:
     except RuntimeError as exc:
         raise CheckpointError(f"{loaded.path}: its network does not match this experiment's configuration "
                               f"({str(exc).splitlines()[0]})") from exc
-    logger.info("evaluating %s (env steps %s) on %s", loaded.path, state.get("env_steps"), task)
+    what = (f"{cfg.eval_env_steps} env steps, last {cfg.eval_stats_avg} finished episodes"
+            if protocol == "release" else f"{cfg.eval_episodes} episodes")
+    logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games, %s", loaded.path,
+                state.get("env_steps"), task, protocol, n_envs, what)
 
-    action_names = _action_names()
-    trackers = [make_task_tracker(task) for _ in range(n_envs)]
-    obs = []
-    for i, env in enumerate(envs):
-        o, info = env.reset(seed=int(cfg.seed or 0) * 100_003 + i)
-        trackers[i].reset(info)
-        obs.append(o)
-    rnn = torch.zeros([n_envs, get_rnn_size(cfg)], dtype=torch.float32, device=device)
-    lengths = np.zeros(n_envs, dtype=np.int64)
-    active = np.ones(n_envs, dtype=bool)
-    started = n_envs
-    results: list[EpisodeResult] = []
+    policy = TorchPolicy(actor_critic, get_rnn_size(cfg), n_envs, device, bool(cfg.eval_deterministic_actions))
     frames: list[np.ndarray] = []
-    record = bool(cfg.save_video)
-    render = None
-    if record:
-        from rl_baseline.models.render import render_tty_frame as render
-    bar = tqdm(total=int(cfg.eval_episodes), desc=f"eval {task}", disable=None)
+    frame_fn = None
+    if cfg.save_video:
+        from rl_baseline.models.render import render_tty_frame
 
-    with torch.no_grad():
-        while len(results) < int(cfg.eval_episodes) and active.any():
-            batch = {k: torch.from_numpy(np.stack([np.asarray(o[k]) for o in obs])).to(device) for k in obs[0]}
-            normalized = prepare_and_normalize_obs(actor_critic, batch)
-            out = actor_critic(normalized, rnn)
-            actions = out["actions"]
-            if cfg.eval_deterministic_actions:
-                actions = argmax_actions(actor_critic.action_distribution())
-            rnn = out["new_rnn_states"]
-            actions = actions.reshape(n_envs, -1)[:, 0].cpu().numpy()
-            for i, env in enumerate(envs):
-                if not active[i]:
-                    continue
-                a = int(actions[i])
-                o, _, terminated, truncated, info = env.step(a)
-                lengths[i] += 1
-                trackers[i].update(info, action_names[a] if action_names else None)
-                if record and i == 0 and render is not None:
-                    raw = env.last_obs
-                    frames.append(np.asarray(render(raw["tty_chars"], raw["tty_colors"])).copy())
-                if terminated or truncated or trackers[i].done:
-                    tr = trackers[i]
-                    share = env.stats.summary(skill_names, env.reward_fn.cache.hit_rate)
-                    results.append(EpisodeResult(
-                        success=bool(tr.success), count=float(tr.count), value=float(tr.value),
-                        length=int(lengths[i]),
-                        skill_share={s: share[f"skills/{s}_share"] for s in skill_names},
-                    ))
-                    bar.update(1)
-                    if record and i == 0:
-                        record = False
-                    lengths[i] = 0
-                    rnn[i].zero_()
-                    if started < int(cfg.eval_episodes):
-                        started += 1
-                        o, info = env.reset()
-                        tr.reset(info)
-                    else:
-                        active[i] = False
-                obs[i] = o
-    bar.close()
-    for env in envs:
-        env.close()
+        def frame_fn(env: Any) -> None:
+            raw = env.last_obs
+            frames.append(np.asarray(render_tty_frame(raw["tty_chars"], raw["tty_colors"])).copy())
 
-    summary = summarize(task, TASK_MEASURE[task], results[: int(cfg.eval_episodes)], skill_names)
+    try:
+        run = run_evaluation(
+            envs, policy, task, protocol=protocol, episodes=int(cfg.eval_episodes),
+            env_steps=int(cfg.eval_env_steps), action_names=_action_names(), seed=int(cfg.seed or 0),
+            skill_names=skill_names, frame_fn=frame_fn,
+        )
+    finally:
+        for env in envs:
+            env.close()
+
+    summary = summarize(task, TASK_MEASURE[task], run.episodes, skill_names, protocol=protocol,
+                        stats_avg=int(cfg.eval_stats_avg), run=run)
     summary.update(
         code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(loaded.path),
         env_steps=int(state.get("env_steps", 0) or 0), deterministic=bool(cfg.eval_deterministic_actions),
@@ -251,6 +551,8 @@ def evaluate(cfg: Any) -> dict:
     if frames:
         _save_gif(frames, stem.with_suffix(".gif"))
         paths.append(stem.with_suffix(".gif"))
-    logger.info("%s: %s %.3f +- %.3f over %d episodes; wrote %s", task, summary["measure"], summary["mean"],
-                summary["stderr"], summary["episodes"], ", ".join(str(p) for p in paths))
+    logger.info("%s (%s protocol): %s %.3f +- %.3f over %d episodes (release %s %.3f, project %s %.3f); wrote %s",
+                task, protocol, summary["measure"], summary["mean"], summary["stderr"], summary["episodes"],
+                summary["release"].get("metric"), summary["release"].get("mean", math.nan),
+                summary["project"]["measure"], summary["project"]["mean"], ", ".join(str(p) for p in paths))
     return summary

@@ -8,13 +8,15 @@ What the run-time passes (the contract for generated and hand-written modules):
   go to) and the skills' time budgets.
 * ``skill_precondition(char_ascii_encodings, char_ascii_colors, num_items, color_map)``
   -> ``(worshipper_ok, merchant_ok)``: ``char_ascii_encodings`` / ``char_ascii_colors``
-  are the 3x3 neighbourhood (uint8 numpy arrays, hero at ``[1, 1]``) of the map's
-  characters / colours around the hero; ``num_items`` is the number of inventory
-  items not in the starting kit; ``color_map`` is :data:`COLOR_MAP` (NetHack colour
-  names -> colour ints, per NetHack's ``CLR_*`` values, plus the keys ``"@"`` and
-  ``"_"`` giving the usual shopkeeper / altar colours for modules that look colours
-  up by character). A shopkeeper is an ``'@'`` of any colour next to the hero (not
-  the hero itself at ``[1, 1]``); an altar is ``'_'``.
+  are the 7x7 window of :func:`rl_baseline.skills.runtime.initiation_window` (uint8 numpy
+  arrays; the release's terminal window: four map rows above the hero, two below, three
+  columns either side; the hero at ``[4, 3]`` with its colour set to 0); ``num_items`` is
+  the number of held items not in the starting kit, coins and comestibles excluded;
+  ``color_map`` is :data:`COLOR_MAP` (NetHack colour names -> colour ints, per NetHack's
+  ``CLR_*`` values, plus the keys ``"@"`` and ``"_"``: the shopkeeper's and the altar's
+  colours, read off live games in ``tests/test_preconditions.py``). A shopkeeper is an
+  ``'@'`` in ``color_map["@"]`` (watchmen are not; priests and elves share the colour,
+  as in the release); an altar is a ``'_'`` in ``color_map["_"]``.
 * ``skill_termination(skill, skill_time, current_depth, previous_depth, preconditions)``
   -> bool, called every step: ``skill_time`` is game turns since the skill started,
   ``previous_depth`` the depth when it started, ``preconditions`` the list
@@ -82,7 +84,7 @@ COLOR_MAP: dict[str, int] = {
     "black": 0, "red": 1, "green": 2, "brown": 3, "blue": 4, "magenta": 5, "cyan": 6,
     "gray": 7, "no_color": 8, "orange": 9, "bright_green": 10, "yellow": 11,
     "bright_blue": 12, "bright_magenta": 13, "bright_cyan": 14, "white": 15,
-    "@": 15,  # shopkeepers are white '@'
+    "@": 15,  # shopkeepers are white '@' (so is the hero: the window hides the hero's colour)
     "_": 7,  # altars are gray '_'
 }
 
@@ -245,12 +247,12 @@ class MetaPolicy:
         skill = getattr(self.player, "skill", FALLBACK_SKILL) if self.player is not None else FALLBACK_SKILL
         return skill if isinstance(skill, str) and skill in SKILLS else FALLBACK_SKILL
 
-    def preconditions(self, chars3x3: Any, colors3x3: Any, num_items: int) -> tuple[bool, bool]:
+    def preconditions(self, chars: Any, colors: Any, num_items: int) -> tuple[bool, bool]:
         """``(worshipper_ok, merchant_ok)``; ``(False, False)`` on any failure."""
         if self.player is None:
             return False, False
         ok, out = self._call("skill_precondition", self.player.skill_precondition,
-                             chars3x3, colors3x3, int(num_items), self._color_map)
+                             chars, colors, int(num_items), self._color_map)
         if not ok:
             return False, False
         try:

@@ -2,8 +2,9 @@
 
 At every reset the meta-policy module is (re)set; at every step the wrapper
 
-* computes the initiation conditions (a shopkeeper or an altar in the 3x3 crop around
-  the hero while holding items that were not part of the starting kit),
+* computes the initiation conditions (a shopkeeper or an altar in the 7x7 window of
+  :func:`initiation_window` while holding items that were not part of the starting kit,
+  coins and comestibles excluded: :meth:`SkillRuntime._num_new_items`),
 * asks the meta-policy whether the active skill terminates and, if so, which skill
   comes next,
 * replaces the game reward by the shaped reward of :mod:`rl_baseline.intrinsic_reward`
@@ -42,16 +43,44 @@ SHOP_MARKERS = (b"Welcome to ",)
 ObservationFn = Callable[[dict, int, int], dict]
 
 
-def crop3x3(chars: np.ndarray, colors: np.ndarray, x: int, y: int) -> tuple[np.ndarray, np.ndarray]:
-    """3x3 crop of the map around (x, y); cells outside the map are blank with colour 0."""
-    out_c = np.full((3, 3), SPACE, dtype=np.uint8)
-    out_k = np.zeros((3, 3), dtype=np.uint8)
+#: Side of the initiation window and the hero's cell in it (row, column).
+WINDOW_SIZE = 7
+WINDOW_HERO = (4, 3)
+# NetHack object classes (include/objclass.h) as NLE's inv_oclasses reports them.
+FOOD_CLASS, COIN_CLASS = 7, 12
+
+
+def initiation_window(chars: np.ndarray, colors: np.ndarray, x: int, y: int) -> tuple[np.ndarray, np.ndarray]:
+    """The 7x7 window the skill preconditions look at, as the authors' release builds it.
+
+    The release cuts rows ``y-3 .. y+3`` and columns ``x-3 .. x+3`` out of the *terminal*
+    screen (``tty_chars``), whose row ``r+1`` is map row ``r`` (row 0 holds the message).
+    In map rows that is ``y-4 .. y+2``: four rows above the hero, two below, and the hero at
+    ``[4][3]``. We keep that window so the preconditions fire where the release's do. The
+    hero's own cell keeps its character but gets colour 0, so a colour check never mistakes
+    the hero (a white ``@``) for a shopkeeper. Cells outside the map are blank with colour 0
+    (the release's slice would come back short near the top and left edges).
+    """
+    out_c = np.full((WINDOW_SIZE, WINDOW_SIZE), SPACE, dtype=np.uint8)
+    out_k = np.zeros((WINDOW_SIZE, WINDOW_SIZE), dtype=np.uint8)
+    top, left = y - WINDOW_HERO[0], x - WINDOW_HERO[1]
     h, w = chars.shape
-    y0, y1 = max(y - 1, 0), min(y + 2, h)
-    x0, x1 = max(x - 1, 0), min(x + 2, w)
-    out_c[y0 - (y - 1) : y1 - (y - 1), x0 - (x - 1) : x1 - (x - 1)] = chars[y0:y1, x0:x1]
-    out_k[y0 - (y - 1) : y1 - (y - 1), x0 - (x - 1) : x1 - (x - 1)] = colors[y0:y1, x0:x1]
+    r0, r1 = max(top, 0), min(top + WINDOW_SIZE, h)
+    c0, c1 = max(left, 0), min(left + WINDOW_SIZE, w)
+    if r0 < r1 and c0 < c1:
+        out_c[r0 - top : r1 - top, c0 - left : c1 - left] = chars[r0:r1, c0:c1]
+        out_k[r0 - top : r1 - top, c0 - left : c1 - left] = colors[r0:r1, c0:c1]
+    out_k[WINDOW_HERO] = 0
     return out_c, out_k
+
+
+def countable_items(letters: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Letters of held items that can count as new: not coins, not comestibles (as the release).
+
+    Gold is picked up automatically and food is eaten, so neither is something to sell or drop.
+    """
+    keep = (classes != NO_ITEM_CLASS) & (classes != FOOD_CLASS) & (classes != COIN_CLASS)
+    return letters[keep]
 
 
 def _message_bytes(message: np.ndarray) -> bytes:
@@ -60,18 +89,29 @@ def _message_bytes(message: np.ndarray) -> bytes:
     return raw if end < 0 else raw[:end]
 
 
-def _default_observation_fn(num_skills: int) -> ObservationFn:
-    from rl_baseline.models.obs import model_observation
+class _ModelObservation:
+    """The policy network's observation (:mod:`rl_baseline.models.obs`), one reused output per env.
 
-    buffers: dict[str, dict] = {}
+    The release's Monk features use the spellbook kind seen at episode start: the runtime
+    calls :meth:`new_episode` at every reset.
+    """
 
-    def fn(nle_obs: dict, skill_id: int, n: int) -> dict:
-        # one reused output per environment: sample-factory copies observations into its buffers
-        out = model_observation(nle_obs, skill_id, n, out=buffers.get("out"))
-        buffers["out"] = out
-        return out
+    def __init__(self) -> None:
+        from rl_baseline.models import obs as model_obs
 
-    return fn
+        self._obs = model_obs
+        self.out: Optional[dict] = None
+        self.spell_kind = model_obs.NO_SPELL
+        self.features = np.zeros(model_obs.MONK_FEATURES_SIZE, dtype=np.float32)
+
+    def new_episode(self, nle_obs: dict) -> None:
+        self.spell_kind = self._obs.spell_kind(nle_obs)
+
+    def __call__(self, nle_obs: dict, skill_id: int, n: int) -> dict:
+        # sample-factory copies observations into its buffers: one output can be reused
+        features = self._obs.monk_features(nle_obs, self.spell_kind, self.features)
+        self.out = self._obs.model_observation(nle_obs, skill_id, n, out=self.out, monk_features=features)
+        return self.out
 
 
 def _default_observation_space(num_skills: int) -> gym.spaces.Dict:
@@ -89,7 +129,7 @@ class SingleSkillPolicy:
     def reset(self) -> None:
         pass
 
-    def preconditions(self, chars3x3: np.ndarray, colors3x3: np.ndarray, num_items: int) -> tuple[bool, bool]:
+    def preconditions(self, chars: np.ndarray, colors: np.ndarray, num_items: int) -> tuple[bool, bool]:
         return False, False
 
     def should_terminate(self, *args: Any) -> bool:
@@ -110,6 +150,8 @@ class EpisodeSkillStats:
     nonzero: np.ndarray = field(init=False)
     activations: np.ndarray = field(init=False)
     success: np.ndarray = field(init=False)
+    with_item: np.ndarray = field(init=False)
+    restarts: int = 0
     switches: int = 0
     sales: int = 0
     price_ids: int = 0
@@ -125,11 +167,13 @@ class EpisodeSkillStats:
         self.nonzero = np.zeros(n, dtype=np.int64)
         self.activations = np.zeros(n, dtype=np.int64)
         self.success = np.zeros(n, dtype=np.int64)
+        self.with_item = np.zeros(n, dtype=np.int64)
 
     def summary(self, names: tuple[str, ...], cache_hit_rate: float) -> dict[str, float]:
         total = max(int(self.time.sum()), 1)
         out: dict[str, float] = {
             "skills/switches": float(self.switches),
+            "skills/restarts": float(self.restarts),
             "skills/max_depth": float(self.max_depth),
             "skills/sales": float(self.sales),
             "skills/price_ids": float(self.price_ids),
@@ -143,6 +187,7 @@ class EpisodeSkillStats:
             out[f"skills/{name}_share"] = float(self.time[i]) / total
             out[f"skills/{name}_activations"] = float(self.activations[i])
             out[f"skills/{name}_success"] = float(self.success[i])
+            out[f"skills/{name}_started_with_item"] = float(self.with_item[i])
             if self.time[i] > 0:
                 out[f"intrinsic/{name}_mean"] = float(self.intrinsic[i] / self.time[i])
                 out[f"intrinsic/{name}_nonzero_frac"] = float(self.nonzero[i] / self.time[i])
@@ -185,7 +230,7 @@ class SkillRuntime(gym.Wrapper):
         self._meta_factory = meta_policy_factory
         self.meta_policy: Any = None
         self.reward_fn = reward
-        self.observation_fn = observation_fn if observation_fn is not None else _default_observation_fn(num_skills)
+        self.observation_fn = observation_fn if observation_fn is not None else _ModelObservation()
         self.observation_space = (
             observation_space if observation_space is not None else _default_observation_space(num_skills)
         )
@@ -195,7 +240,7 @@ class SkillRuntime(gym.Wrapper):
         self.skill_start_turn = 0
         self.skill_start_depth = 1
         self.preconds = (False, False)
-        self.start_letters: set[int] = set()
+        self.start_letters = np.zeros(256, dtype=bool)  # letters of the non-food starting items
         self.stats = EpisodeSkillStats(num_skills)
         self.seen_cells = 0
         self.seen_depth = 1
@@ -214,14 +259,14 @@ class SkillRuntime(gym.Wrapper):
         return self.skill_id
 
     def _num_new_items(self, obs: dict) -> int:
-        letters = obs["inv_letters"]
-        classes = obs["inv_oclasses"]
-        return int(sum(1 for l, c in zip(letters, classes) if c != NO_ITEM_CLASS and int(l) not in self.start_letters))
+        """Held items, coins and comestibles excluded, whose letter no non-food starting item had."""
+        letters = countable_items(obs["inv_letters"], obs["inv_oclasses"])
+        return int(np.count_nonzero(~self.start_letters[letters]))
 
-    def _preconditions(self, obs: dict) -> tuple[bool, bool]:
+    def _preconditions(self, obs: dict, new_items: int) -> tuple[bool, bool]:
         bl = obs["blstats"]
-        chars3, colors3 = crop3x3(obs["chars"], obs["colors"], int(bl[BL_X]), int(bl[BL_Y]))
-        ok = self.meta_policy.preconditions(chars3, colors3, self._num_new_items(obs))
+        chars, colors = initiation_window(obs["chars"], obs["colors"], int(bl[BL_X]), int(bl[BL_Y]))
+        ok = self.meta_policy.preconditions(chars, colors, new_items)
         return bool(ok[0]), bool(ok[1])
 
     @staticmethod
@@ -234,15 +279,22 @@ class SkillRuntime(gym.Wrapper):
     def _branch(info: dict) -> int:
         return int(info.get("dungeon_number", 0))
 
-    def _start_skill(self, skill_id: int, depth: int, info: dict) -> None:
+    def _start_skill(self, skill_id: int, depth: int, info: dict, new_items: int) -> None:
+        # A skill chosen again right after it ended (e.g. the merchant while the shopkeeper is
+        # still in view: any met precondition ends the running skill) is a restart, not a
+        # new activation.
         if skill_id != self.skill_id:
             self.stats.switches += 1
+            self.stats.activations[skill_id] += 1
+            if new_items > 0:
+                self.stats.with_item[skill_id] += 1
+        else:
+            self.stats.restarts += 1
         self.skill_id = skill_id
         self.skill_time = 0
         self.skill_steps = 0
         self.skill_start_turn = int(info.get("time", 0))
         self.skill_start_depth = depth
-        self.stats.activations[skill_id] += 1
 
     def _observe(self, obs: dict) -> dict:
         self.last_obs = obs  # raw NLE observation (NLE reuses its buffers: copy to keep)
@@ -261,17 +313,19 @@ class SkillRuntime(gym.Wrapper):
             self.meta_policy = self._meta_factory()
         self.meta_policy.reset()
         self.reward_fn.reset()
+        if isinstance(self.observation_fn, _ModelObservation):
+            self.observation_fn.new_episode(obs)
         self.stats = EpisodeSkillStats(self.num_skills)
-        self.start_letters = {
-            int(l) for l, c in zip(obs["inv_letters"], obs["inv_oclasses"]) if c != NO_ITEM_CLASS
-        }
+        self.start_letters = np.zeros(256, dtype=bool)
+        classes = obs["inv_oclasses"]
+        self.start_letters[obs["inv_letters"][(classes != NO_ITEM_CLASS) & (classes != FOOD_CLASS)]] = True
         depth = self._depth(obs, info)
         self.stats.max_depth = depth
         self.seen_cells = int(np.count_nonzero(obs["chars"] != SPACE))
         self.seen_depth = depth
         self.last_depth = depth
         self.meta_policy.update_state(info)
-        self.preconds = self._preconditions(obs)
+        self.preconds = self._preconditions(obs, self._num_new_items(obs))
         first = getattr(self.meta_policy, "initial_skill", None)
         if first is None:
             first = self.meta_policy.next_skill(
@@ -283,6 +337,8 @@ class SkillRuntime(gym.Wrapper):
         self.skill_start_turn = int(info.get("time", 0))
         self.skill_start_depth = depth
         self.stats.activations[self.skill_id] += 1
+        if self._num_new_items(obs) > 0:
+            self.stats.with_item[self.skill_id] += 1
         return self._observe(obs), self._annotate(info)
 
     def _count_events(self, obs: dict, msg: bytes, depth: int, prev_depth: int, active: int) -> None:
@@ -337,14 +393,15 @@ class SkillRuntime(gym.Wrapper):
 
         if not (terminated or truncated):
             self.meta_policy.update_state(info)
-            self.preconds = self._preconditions(obs)
+            new_items = self._num_new_items(obs)
+            self.preconds = self._preconditions(obs, new_items)
             if self.meta_policy.should_terminate(
                 self.skill, self.skill_time, depth, self.skill_start_depth, self.preconds
             ):
                 nxt = self.meta_policy.next_skill(
                     self.skill, depth, self._branch(info), self.preconds[1], self.preconds[0]
                 )
-                self._start_skill(self._skill_index(nxt), depth, info)
+                self._start_skill(self._skill_index(nxt), depth, info, new_items)
         else:
             extra = info.get("episode_extra_stats") or {}
             extra = dict(extra)
