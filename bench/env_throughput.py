@@ -1,13 +1,29 @@
-"""Steps per second of raw NLE (``NetHackScore``, NLE's own options and actions) next to
-``NetHackScoreMonk-v1`` (options file, macros, per-step info, overview reads), both with
-uniformly random actions, measured in the same run.
+"""Steps per second of raw NLE next to this project's environments, measured in one run.
+
+1. raw NLE: ``NetHackScore-v0`` as gymnasium makes it (NLE's own options, observation keys
+   and 23 actions);
+2. ``NetHackScoreMonk-v1``: the Monk env (options file, macros, per-step info, overview reads);
+3. the full skill environment of training: the Monk env under the skill runtime with the
+   exploration policy over skills, five reward models (tiny ones, trained first on synthetic
+   messages; the release architecture), the skill bookkeeping and the policy observation.
+
+Every env takes uniformly random actions from its own action set, resets included, for
+``--steps`` steps; the three are measured in turn ``--repeats`` times and the medians are
+reported (the machine's load moves single measurements by 10-30%). Ends with one JSON line
+(``skill_env_vs_raw_nle``, ``monk_env_vs_raw_nle`` and the rates).
 
     python -m bench.env_throughput --steps 20000
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -24,28 +40,56 @@ def _measure(env, steps: int, seed: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
+def _skill_env(reward_root: Path, max_episode_steps: int):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from rl_baseline.sf.cfg import SkillEnvConfig
+    from rl_baseline.sf.env import build_skill_env
+    from tests.test_training import build_tiny_reward_dirs
+
+    dirs = build_tiny_reward_dirs(reward_root)
+    cfg = SkillEnvConfig(max_episode_steps=max_episode_steps, reward_dirs=tuple(dirs),
+                         quantiles=(0.95, 0.85, 0.85, 0.85, 0.85))
+    return build_skill_env(cfg)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=20_000, help="random steps per environment")
-    parser.add_argument("--max_episode_steps", type=int, default=10_000, help="episode step limit of both envs")
+    parser.add_argument("--steps", type=int, default=20_000, help="random steps per environment and repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="measurements of each env, interleaved")
+    parser.add_argument("--max_episode_steps", type=int, default=10_000, help="episode step limit of our envs")
     parser.add_argument("--seed", type=int, default=0, help="seed of games and actions")
     args = parser.parse_args()
+    if args.steps < 100 or args.repeats < 1:
+        parser.error("--steps must be >= 100 and --repeats >= 1")
 
-    from nle.env.tasks import NetHackScore
+    import gymnasium as gym
+    import nle  # noqa: F401  (registers NetHackScore-v0)
 
     from rl_baseline.envs import make_monk_env
 
-    raw = NetHackScore(character="mon-hum-neu-mal", max_episode_steps=args.max_episode_steps)
-    ours = make_monk_env(max_episode_steps=args.max_episode_steps)
-    try:
-        raw_rate = _measure(raw, args.steps, args.seed)
-        ours_rate = _measure(ours, args.steps, args.seed)
-    finally:
-        raw.close()
-        ours.close()
-    print(f"raw NLE NetHackScore:      {raw_rate:9.0f} steps/s")
-    print(f"NetHackScoreMonk-v1:       {ours_rate:9.0f} steps/s")
-    print(f"ratio (ours / raw):        {ours_rate / raw_rate:9.2f}")
+    with tempfile.TemporaryDirectory(prefix="bench_env_") as tmp:
+        envs = {
+            "raw NLE NetHackScore-v0": gym.make("NetHackScore-v0"),
+            "NetHackScoreMonk-v1": make_monk_env(max_episode_steps=args.max_episode_steps),
+            "skill environment": _skill_env(Path(tmp), args.max_episode_steps),
+        }
+        rates: dict[str, list[float]] = {name: [] for name in envs}
+        try:
+            for rep in range(args.repeats):
+                for name, env in envs.items():
+                    rates[name].append(_measure(env, args.steps, args.seed + rep))
+        finally:
+            for env in envs.values():
+                env.close()
+    raw, monk, skill = (float(np.median(v)) for v in rates.values())
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    print(f"machine: {machine}; {args.steps} random steps x {args.repeats} repeats (medians)")
+    print(f"raw NLE NetHackScore-v0:   {raw:9.0f} steps/s")
+    print(f"NetHackScoreMonk-v1:       {monk:9.0f} steps/s   ({monk / raw:.2f} x raw)")
+    print(f"skill environment:         {skill:9.0f} steps/s   ({skill / raw:.2f} x raw)")
+    print(json.dumps({"machine": machine, "raw_nle": round(raw, 1), "monk_env": round(monk, 1),
+                      "skill_env": round(skill, 1), "monk_env_vs_raw_nle": round(monk / raw, 3),
+                      "skill_env_vs_raw_nle": round(skill / raw, 3)}))
 
 
 if __name__ == "__main__":

@@ -1,99 +1,236 @@
-"""Training throughput of ``python -m scripts.main``: intrinsic reward on vs off, next to raw NLE.
+"""Skill-training throughput of ``python -m scripts.main``: this tree against a baseline commit, in one run.
 
-Runs three measurements on this machine and prints env steps per second:
+Both versions train the same skill policy with the same settings (those of
+``scripts.pipeline --preset smoke``: 2 rollout workers, ``--num_envs_per_worker`` envs each,
+batch 512, rollout 32, the exploration policy over skills, five reward models) on the same
+five tiny reward models, one after the other on this machine. The baseline is checked out
+with ``git worktree`` (``--baseline_ref``, default the commit on which the throughput work
+started) and runs with the same Python environment.
 
-1. raw NLE stepping (the Monk env, random actions, one process);
-2. ``scripts.main`` with 2 workers, the CDGPT5 model and the five skill reward models on;
-3. the same run with ``--llm_reward 0`` (no reward model is consulted).
+For each run it prints the sustained env steps/s (sample-factory's 10-second FPS reports
+after ``--warmup_reports``, averaged) and the memory of every process of the run, sampled
+every second: the peak resident set size of the rollout workers (the processes that load
+NetHack games, told apart through ``/proc/PID/maps`` on Linux), of the other processes, and how much each rollout worker grew between
+the first quarter of the run and its end (a leak shows as growth on long runs: use
+``--steps`` to run for as long as you want to watch).
 
-For 2-3 the rate is sample-factory's 10-second FPS reports after a warm-up, averaged
-(sustained rate, start-up excluded). The ratio (2)/(3) is the cost of the intrinsic
-reward (target >= 0.9).
+It ends with one JSON line (``train_speedup``, ``baseline_fps``, ``fps``, ``peak_rss_mb``, ...)
+for scripts to read. ``--device gpu`` runs the learner and inference on the GPU (both versions).
 
-Usage: ``python -m bench.train_throughput [--steps 20000] [--reward_dirs "[...]"]``.
-Without ``--reward_dirs`` tiny reward models are trained on a synthetic dataset first.
+Usage::
+
+    python -m bench.train_throughput [--steps 40000] [--baseline_ref 9de1a54] [--num_envs_per_worker 4]
+    python -m bench.train_throughput --no_baseline --device gpu     # only this tree, on a GPU
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import platform
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+REPO = Path(__file__).resolve().parents[1]
 FPS_RE = re.compile(r"Fps is \(10 sec: ([0-9.nan]+)")
+# the commit whose skill training was profiled when the throughput work started (LSTM core, 275-460 steps/s)
+DEFAULT_BASELINE = "9de1a54"
 
 
-def raw_nle_rate(steps: int) -> float:
-    from rl_baseline.sf.env import make_base_env
-
-    env = make_base_env(max_episode_steps=10_000)
-    rng = np.random.default_rng(0)
-    env.reset(seed=0)
-    n = env.action_space.n
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        _, _, term, trunc, _ = env.step(int(rng.integers(n)))
-        if term or trunc:
-            env.reset()
-    rate = steps / (time.perf_counter() - t0)
-    env.close()
-    return rate
+@dataclass
+class RunResult:
+    label: str
+    fps: float
+    reports: int
+    wall_s: float
+    rollout_peak_mb: list[float] = field(default_factory=list)
+    rollout_growth_mb: list[float] = field(default_factory=list)
+    other_peak_mb: list[float] = field(default_factory=list)
 
 
-def tiny_reward_dirs(root: Path) -> list[str]:
-    """Five tiny reward models trained briefly on a synthetic message dataset."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.test_training import build_tiny_reward_dirs
+def build_reward_dirs(code_dir: Path, root: Path) -> list[str]:
+    """Five tiny reward models written by ``code_dir``'s own code (so that version reads them)."""
+    script = (
+        "import json, sys; from pathlib import Path; sys.path.insert(0, '.');"
+        "from tests.test_training import build_tiny_reward_dirs;"
+        f"print(json.dumps(build_tiny_reward_dirs(Path({str(root)!r}))))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=code_dir, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"building the reward models failed in {code_dir}:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
-    return build_tiny_reward_dirs(root)
+
+class MemorySampler(threading.Thread):
+    """Samples the resident memory of every process below ``pid`` once a second."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        import psutil
+
+        self.root = psutil.Process(pid)
+        self.samples: dict[int, list[tuple[float, float]]] = {}
+        self.games: dict[int, int] = {}  # NetHack library segments mapped by each process (Linux)
+        self.stop = threading.Event()
+
+    @staticmethod
+    def _games(proc) -> int:
+        # NLE loads a private in-memory copy of libnethack ("memfd:nle.so") for every game it runs:
+        # only rollout workers have any (the other processes build no game, or only import NLE)
+        try:
+            with open(f"/proc/{proc.pid}/maps") as fh:
+                return sum(1 for line in fh if "memfd:nle" in line)
+        except OSError:
+            return 0
+
+    def run(self) -> None:
+        import psutil
+
+        while not self.stop.is_set():
+            now = time.monotonic()
+            try:
+                children = self.root.children(recursive=True)
+            except psutil.Error:
+                break
+            for proc in children:
+                try:
+                    rss = proc.memory_info().rss / 2**20
+                    if len(self.samples.get(proc.pid, ())) % 10 == 0:  # workers start their games lazily
+                        self.games[proc.pid] = max(self.games.get(proc.pid, 0), self._games(proc))
+                except psutil.Error:
+                    continue
+                self.samples.setdefault(proc.pid, []).append((now, rss))
+            self.stop.wait(1.0)
+
+    def summary(self) -> tuple[list[float], list[float], list[float]]:
+        rollout_peak, growth, other = [], [], []
+        for pid, series in self.samples.items():
+            values = [rss for _, rss in series]
+            if len(values) < 3:
+                continue
+            if self.games.get(pid, 0) > 0:
+                rollout_peak.append(max(values))
+                quarter = values[len(values) // 4]
+                growth.append(values[-1] - quarter)
+            else:
+                other.append(max(values))
+        return sorted(rollout_peak), growth, sorted(other)
 
 
-def training_rate(reward_dirs: list[str], llm_reward: float, steps: int, warmup_reports: int, workdir: Path,
-                  device: str) -> tuple[float, int]:
-    exp = f"bench_llm{llm_reward}"
+def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse.Namespace, workdir: Path) -> RunResult:
     cmd = [
-        sys.executable, "-m", "scripts.main", "--num_workers", "2", "--num_envs_per_worker", "8",
-        "--batch_size", "1024", "--rollout", "32", "--train_for_env_steps", str(steps), "--device", device,
-        "--train_dir", str(workdir), "--experiment", exp, "--restart_behavior", "overwrite",
-        "--reward_dir", repr(reward_dirs), "--llm_reward", str(llm_reward), "--extrinsic_reward", "0.1",
-        "--max_episode_steps", "2000", "--save_every_sec", "100000", "--experiment_summaries_interval", "1000",
+        sys.executable, "-m", "scripts.main", "--algo", "APPO", "--device", args.device,
+        "--num_workers", "2", "--num_envs_per_worker", str(args.num_envs_per_worker),
+        "--batch_size", "512", "--rollout", "32", "--reward_scale", "0.1", "--obs_scale", "255.0",
+        "--max_episode_steps", str(args.max_episode_steps), "--seed", "2", "--code_seed", "42",
+        "--reward_dir", repr(reward_dirs), "--extrinsic_reward", "0.0", "--llm_reward", "0.1",
+        "--train_for_env_steps", str(args.steps), "--train_dir", str(workdir), "--experiment", label,
+        "--restart_behavior", "overwrite", "--save_every_sec", "100000", "--experiment_summaries_interval", "1000",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
-        raise SystemExit(f"training run failed ({' '.join(cmd)})")
-    fps = [float(x) for x in FPS_RE.findall(proc.stdout + proc.stderr) if x != "nan"]
-    sustained = fps[warmup_reports:] or fps
-    return (float(np.mean(sustained)) if sustained else float("nan")), len(sustained)
+    log = workdir / f"{label}.log"
+    workdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, cwd=code_dir, stdout=fh, stderr=subprocess.STDOUT)
+        sampler = MemorySampler(proc.pid)
+        sampler.start()
+        rc = proc.wait()
+        sampler.stop.set()
+        sampler.join()
+    wall = time.perf_counter() - t0
+    text = log.read_text()
+    if rc != 0:
+        sys.stderr.write(text[-4000:])
+        raise SystemExit(f"{label}: training run failed with status {rc} (log {log})")
+    fps = [float(x) for x in FPS_RE.findall(text) if x != "nan"]
+    sustained = fps[args.warmup_reports:] or fps
+    peak, growth, other = sampler.summary()
+    return RunResult(label, float(np.mean(sustained)) if sustained else float("nan"), len(sustained), wall,
+                     peak, growth, other)
+
+
+def _mb(values: list[float]) -> str:
+    return ", ".join(f"{v:.0f}" for v in values) if values else "n/a"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=20_000, help="env steps per training run")
-    p.add_argument("--raw_steps", type=int, default=20_000, help="env steps of the raw NLE measurement")
-    p.add_argument("--warmup_reports", type=int, default=2, help="10-second FPS reports skipped as warm-up")
-    p.add_argument("--reward_dirs", type=str, default=None, help="five reward directories as a list literal")
-    p.add_argument("--device", type=str, default="cpu", help="learner device (cpu or gpu)")
+    p.add_argument("--steps", type=int, default=40_000, help="env steps per training run (default: %(default)s)")
+    p.add_argument("--baseline_ref", type=str, default=DEFAULT_BASELINE,
+                   help="git commit or branch to compare with, checked out in a temporary worktree "
+                        "(default: %(default)s, where the throughput work started)")
+    p.add_argument("--no_baseline", action="store_true", help="measure this tree only")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs of each version, alternated; medians are reported (default: %(default)s)")
+    p.add_argument("--num_envs_per_worker", type=int, default=4,
+                   help="environments per rollout worker, for both runs (smoke preset: %(default)s)")
+    p.add_argument("--max_episode_steps", type=int, default=2000, help="episode step limit (default: %(default)s)")
+    p.add_argument("--warmup_reports", type=int, default=2,
+                   help="10-second FPS reports skipped as warm-up (default: %(default)s)")
+    p.add_argument("--device", type=str, default="cpu", choices=("cpu", "gpu"),
+                   help="learner and inference device of both runs (default: %(default)s)")
     args = p.parse_args()
+    if args.steps < 5000:
+        p.error("--steps must be at least 5000 (a few FPS reports are needed)")
+    if args.repeats < 1:
+        p.error("--repeats must be at least 1")
 
-    from rl_baseline.intrinsic_reward import parse_reward_dirs
-
+    results: list[RunResult] = []
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
         tmp_path = Path(tmp)
-        dirs = parse_reward_dirs(args.reward_dirs) if args.reward_dirs else tiny_reward_dirs(tmp_path / "rewards")
-        raw = raw_nle_rate(args.raw_steps)
-        print(f"raw NLE stepping (Monk env, random actions): {raw:,.0f} steps/s")
-        on, n_on = training_rate(dirs, 0.1, args.steps, args.warmup_reports, tmp_path / "runs", args.device)
-        print(f"scripts.main, 2 workers, CDGPT5, reward models on:  {on:,.0f} env steps/s ({n_on} reports)")
-        off, n_off = training_rate(dirs, 0.0, args.steps, args.warmup_reports, tmp_path / "runs", args.device)
-        print(f"scripts.main, 2 workers, CDGPT5, --llm_reward 0:    {off:,.0f} env steps/s ({n_off} reports)")
-        print(f"ratio reward on / off: {on / off:.3f} (target >= 0.9)")
-        print(f"training / raw NLE: {on / raw:.4f}")
+        baseline_dir = None
+        try:
+            if not args.no_baseline:
+                baseline_dir = tmp_path / "baseline"
+                out = subprocess.run(["git", "worktree", "add", "--detach", str(baseline_dir), args.baseline_ref],
+                                     cwd=REPO, capture_output=True, text=True)
+                if out.returncode != 0:
+                    raise SystemExit(f"--baseline_ref {args.baseline_ref}: git worktree failed: {out.stderr.strip()}")
+            # reward models written by the oldest code read by every version
+            dirs = build_reward_dirs(baseline_dir or REPO, tmp_path / "rewards")
+            for rep in range(args.repeats):  # alternated, so a change of machine load hits both
+                if baseline_dir is not None:
+                    print(f"baseline {args.baseline_ref}: training {args.steps} env steps ...", flush=True)
+                    results.append(train_run("baseline", baseline_dir, dirs, args, tmp_path / "runs"))
+                print(f"this tree: training {args.steps} env steps ...", flush=True)
+                results.append(train_run("current", REPO, dirs, args, tmp_path / "runs"))
+        finally:
+            if baseline_dir is not None:
+                subprocess.run(["git", "worktree", "remove", "--force", str(baseline_dir)], cwd=REPO,
+                               capture_output=True)
+
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    print(f"\nmachine: {machine}; {args.num_envs_per_worker} envs x 2 workers, batch 512, rollout 32, "
+          f"device {args.device}")
+    print("| run | env steps/s | FPS reports | wall s | rollout worker peak RSS MB | growth MB | other processes MB |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r.label} | {r.fps:,.0f} | {r.reports} | {r.wall_s:.0f} | {_mb(r.rollout_peak_mb)} | "
+              f"{_mb(r.rollout_growth_mb)} | {_mb(r.other_peak_mb)} |")
+    current_runs = [r for r in results if r.label == "current"]
+    baseline_runs = [r for r in results if r.label == "baseline"]
+    current = current_runs[-1]
+    fps = float(np.median([r.fps for r in current_runs]))
+    figures = {
+        "machine": machine, "device": args.device, "num_envs_per_worker": args.num_envs_per_worker,
+        "steps": args.steps, "repeats": args.repeats, "fps": round(fps, 1),
+        "peak_rss_mb": round(max(current.rollout_peak_mb), 1) if current.rollout_peak_mb else None,
+        "rss_growth_mb": round(max(current.rollout_growth_mb), 1) if current.rollout_growth_mb else None,
+    }
+    if baseline_runs:
+        base = float(np.median([r.fps for r in baseline_runs]))
+        speedup = fps / base
+        print(f"speed-up over {args.baseline_ref} (medians of {args.repeats} run(s) each): x{speedup:.2f}")
+        figures.update(baseline_ref=args.baseline_ref, baseline_fps=round(base, 1), train_speedup=round(speedup, 3))
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":

@@ -175,6 +175,8 @@ class NetHackScoreMonk(NetHackScore):
     # ------------------------------------------------------------------ episode state
     def _episode_state(self) -> None:
         self._starting_letters = np.zeros(256, dtype=bool)
+        self._num_starting = 0
+        self._held_letters = b""  # inventory letters last checked by _forget_used_letters
         self._kills = 0
         self._branch_depth = UNKNOWN_BRANCH_DEPTH
         self._overview = ""
@@ -259,9 +261,17 @@ class NetHackScoreMonk(NetHackScore):
 
     def _forget_used_letters(self, observation: tuple) -> None:
         """A starting item that was used up frees its letter for new items."""
+        letters = observation[self._letters_index]
+        key = letters.tobytes()
+        if key == self._held_letters:
+            return  # the inventory letters did not change (the usual case)
+        self._held_letters = key
+        if self._starting_letters[letters].sum() == self._num_starting:
+            return  # every remaining starting letter is still held
         held = np.zeros(256, dtype=bool)
-        held[observation[self._letters_index]] = True
+        held[letters] = True
         self._starting_letters &= held
+        self._num_starting = int(np.count_nonzero(self._starting_letters))
 
     def _menu_open(self, observation: tuple) -> bool:
         """A menu with a selectable first entry (``a - ...``) is on screen."""
@@ -315,6 +325,7 @@ class NetHackScoreMonk(NetHackScore):
         self._starting_letters = np.zeros(256, dtype=bool)
         self._starting_letters[raw[self._letters_index]] = True
         self._starting_letters[0] = False
+        self._num_starting = int(np.count_nonzero(self._starting_letters))
         self._messages = []
         self._remember_message(raw)
         raw = self._after_level_check(raw)
@@ -399,7 +410,8 @@ class NetHackScoreMonk(NetHackScore):
         messages = list(self._messages)
         return {
             "end_status": end_status,
-            "is_ascended": self.nethack.how_done() == nethack.ASCENDED,
+            # how the game ended: only asked once it has (a C call per step otherwise)
+            "is_ascended": bool(end_status) and self.nethack.how_done() == nethack.ASCENDED,
             "depth": int(stats[B.BL_DEPTH]),
             "dungeon_number": int(stats[B.BL_DUNGEON_NUMBER]),
             "dungeon_level": int(stats[B.BL_DUNGEON_LEVEL]),
@@ -457,7 +469,9 @@ class NetHackScoreMonk(NetHackScore):
 
 
 def _decode(message: np.ndarray) -> str:
-    return bytes(message).split(b"\x00", 1)[0].decode("latin-1").strip()
+    raw = message.tobytes()
+    end = raw.find(b"\x00")
+    return (raw if end < 0 else raw[:end]).decode("latin-1").strip()
 
 
 # NLE's own question list, kept for reference in tests: ours must be a superset.

@@ -35,10 +35,10 @@ NO_ITEM_CLASS = 18  # NLE's inv_oclasses value for an empty inventory slot
 SPACE = ord(" ")
 
 # Message fragments that count as skill-specific events.
-SALE_MARKERS = (b"You sold ",)
-PRICE_MARKERS = (b"offers ", b"Sell it?")
-BUC_MARKERS = (b"black flash", b"amber flash")
-SHOP_MARKERS = (b"Welcome to ",)
+SALE_MARKER = b"You sold "
+PRICE_MARKERS = (b"offers ", b"Sell it?")  # both
+BUC_MARKERS = (b"black flash", b"amber flash")  # either
+SHOP_MARKER = b"Welcome to "
 
 ObservationFn = Callable[[dict, int, int], dict]
 
@@ -61,10 +61,15 @@ def initiation_window(chars: np.ndarray, colors: np.ndarray, x: int, y: int) -> 
     the hero (a white ``@``) for a shopkeeper. Cells outside the map are blank with colour 0
     (the release's slice would come back short near the top and left edges).
     """
-    out_c = np.full((WINDOW_SIZE, WINDOW_SIZE), SPACE, dtype=np.uint8)
-    out_k = np.zeros((WINDOW_SIZE, WINDOW_SIZE), dtype=np.uint8)
     top, left = y - WINDOW_HERO[0], x - WINDOW_HERO[1]
     h, w = chars.shape
+    if top >= 0 and left >= 0 and top + WINDOW_SIZE <= h and left + WINDOW_SIZE <= w:
+        out_c = chars[top : top + WINDOW_SIZE, left : left + WINDOW_SIZE].copy()
+        out_k = colors[top : top + WINDOW_SIZE, left : left + WINDOW_SIZE].copy()
+        out_k[WINDOW_HERO] = 0
+        return out_c, out_k
+    out_c = np.full((WINDOW_SIZE, WINDOW_SIZE), SPACE, dtype=np.uint8)
+    out_k = np.zeros((WINDOW_SIZE, WINDOW_SIZE), dtype=np.uint8)
     r0, r1 = max(top, 0), min(top + WINDOW_SIZE, h)
     c0, c1 = max(left, 0), min(left + WINDOW_SIZE, w)
     if r0 < r1 and c0 < c1:
@@ -103,14 +108,19 @@ class _ModelObservation:
         self.out: Optional[dict] = None
         self.spell_kind = model_obs.NO_SPELL
         self.features = np.zeros(model_obs.MONK_FEATURES_SIZE, dtype=np.float32)
+        self._classes = b""  # the inventory classes the features were counted from
 
     def new_episode(self, nle_obs: dict) -> None:
         self.spell_kind = self._obs.spell_kind(nle_obs)
+        self._classes = b""
 
     def __call__(self, nle_obs: dict, skill_id: int, n: int) -> dict:
+        classes = nle_obs["inv_oclasses"].tobytes()
+        if classes != self._classes:  # the counts change only with the inventory
+            self._classes = classes
+            self._obs.monk_features(nle_obs, self.spell_kind, self.features)
         # sample-factory copies observations into its buffers: one output can be reused
-        features = self._obs.monk_features(nle_obs, self.spell_kind, self.features)
-        self.out = self._obs.model_observation(nle_obs, skill_id, n, out=self.out, monk_features=features)
+        self.out = self._obs.model_observation(nle_obs, skill_id, n, out=self.out, monk_features=self.features)
         return self.out
 
 
@@ -241,6 +251,8 @@ class SkillRuntime(gym.Wrapper):
         self.skill_start_depth = 1
         self.preconds = (False, False)
         self.start_letters = np.zeros(256, dtype=bool)  # letters of the non-food starting items
+        self._inv_key = b""  # the inventory last counted by _num_new_items, and its count
+        self._inv_new = 0
         self.stats = EpisodeSkillStats(num_skills)
         self.seen_cells = 0
         self.seen_depth = 1
@@ -260,8 +272,12 @@ class SkillRuntime(gym.Wrapper):
 
     def _num_new_items(self, obs: dict) -> int:
         """Held items, coins and comestibles excluded, whose letter no non-food starting item had."""
-        letters = countable_items(obs["inv_letters"], obs["inv_oclasses"])
-        return int(np.count_nonzero(~self.start_letters[letters]))
+        letters, classes = obs["inv_letters"], obs["inv_oclasses"]
+        key = letters.tobytes() + classes.tobytes()
+        if key != self._inv_key:  # the inventory rarely changes: count again only when it did
+            self._inv_key = key
+            self._inv_new = int(np.count_nonzero(~self.start_letters[countable_items(letters, classes)]))
+        return self._inv_new
 
     def _preconditions(self, obs: dict, new_items: int) -> tuple[bool, bool]:
         bl = obs["blstats"]
@@ -317,6 +333,7 @@ class SkillRuntime(gym.Wrapper):
             self.observation_fn.new_episode(obs)
         self.stats = EpisodeSkillStats(self.num_skills)
         self.start_letters = np.zeros(256, dtype=bool)
+        self._inv_key = b""
         classes = obs["inv_oclasses"]
         self.start_letters[obs["inv_letters"][(classes != NO_ITEM_CLASS) & (classes != FOOD_CLASS)]] = True
         depth = self._depth(obs, info)
@@ -344,17 +361,17 @@ class SkillRuntime(gym.Wrapper):
     def _count_events(self, obs: dict, msg: bytes, depth: int, prev_depth: int, active: int) -> None:
         st = self.stats
         name = self.skill_names[active]
-        if any(m in msg for m in SALE_MARKERS):
+        if SALE_MARKER in msg:
             st.sales += 1
             if name == "merchant":
                 st.success[active] += 1
-        if all(m in msg for m in PRICE_MARKERS):
+        if PRICE_MARKERS[0] in msg and PRICE_MARKERS[1] in msg:
             st.price_ids += 1
-        if any(m in msg for m in BUC_MARKERS):
+        if BUC_MARKERS[0] in msg or BUC_MARKERS[1] in msg:
             st.buc_ids += 1
             if name == "worshipper":
                 st.success[active] += 1
-        if any(m in msg for m in SHOP_MARKERS):
+        if SHOP_MARKER in msg:
             st.shop_seen = 1
         if not st.altar_seen and self.preconds[0]:
             st.altar_seen = 1
