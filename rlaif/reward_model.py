@@ -274,18 +274,20 @@ class RewardCheckpointError(ValueError):
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dict[str, Any]:
     """Reads a checkpoint with ``weights_only=True`` (tensors and plain containers only).
 
-    Checkpoints are written with plain Python numbers (see ``train_reward``), so torch's
-    safe loader needs no extra globals. Raises :class:`RewardCheckpointError` naming the file.
+    Checkpoints are written with plain Python numbers (see ``train_reward``); numpy scalars of
+    files written elsewhere are read as numbers too (:func:`rlaif.torch_files.safe_load`).
+    Raises :class:`RewardCheckpointError` naming the file.
     """
+    from rlaif.torch_files import load_error_reason, plain_numbers, safe_load
+
     path = Path(path)
     try:
-        state = torch.load(path, map_location=device, weights_only=True)
+        state = plain_numbers(safe_load(path, device))
     except FileNotFoundError:
         raise
     except Exception as exc:
-        first_line = (str(exc).strip().splitlines() or [""])[0]
         raise RewardCheckpointError(
-            f"{path}: cannot be read as a reward-model checkpoint ({type(exc).__name__}: {first_line[:300]}); "
+            f"{path}: cannot be read as a reward-model checkpoint ({type(exc).__name__}: {load_error_reason(exc)}); "
             "re-run python -m scripts.train_reward for this skill, or remove the damaged file to use an older one"
         ) from exc
     if not isinstance(state, dict) or "model" not in state or "reward_mean" not in state:

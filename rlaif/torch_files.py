@@ -39,6 +39,10 @@ def load_error_reason(exc: BaseException) -> str:
     for line in lines:
         if "Unsupported global" in line or "but got" in line:
             return line[:300]
+        if "Unsupported operand" in line:
+            return "not a file written by torch.save (its content is not a pickle torch can read)"
+        if "not a ZIP archive" in line or "failed finding central directory" in line:
+            return "not a complete torch.save archive (cut short, or another kind of file)"
     return lines[0][:200] if lines else "no details"
 
 
