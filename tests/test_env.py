@@ -146,6 +146,20 @@ def test_eat_prompt_is_answered_by_the_next_action_as_in_the_release(env):
     assert info["messages"] and info["messages"][-1] != "Never mind."
 
 
+def test_cast_heals_the_hero_and_leaves_other_directions_to_the_agent(env):
+    # seed 2: the Monk starts with healing (cast on the hero, as in the release); seed 9: sleep
+    env.seed(2, 3, reseed=False)
+    env.reset()
+    _, _, _, _, info = env.step(action_index("cast"))
+    assert not env.last_observation[env._internal_index][1]  # no direction question left open
+    assert env.current_observation()["blstats"][14] == 0  # the spell's energy was spent
+    env.seed(9, 10, reseed=False)
+    env.reset()
+    _, _, _, _, info = env.step(action_index("cast"))
+    assert info["messages"][-1] == "In what direction?"
+    assert env.last_observation[env._internal_index][1]
+
+
 def test_wait_rests_25_moves(env):
     env.seed(1, 2, reseed=False)  # NLE 1.0 seeds games this way (reset's seed does not)
     env.reset()

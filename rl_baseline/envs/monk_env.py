@@ -14,7 +14,9 @@ What an agent step does beyond NLE's:
   ``n`` no). An eat that takes game time sets ``info["just_eaten"]``.
 * ``drop``: drops the first inventory item that was not in the starting inventory and is
   neither food nor gold (nothing happens when there is none).
-* ``cast``: casts the first known spell.
+* ``cast``: casts the first known spell; a healing spell is cast on the hero, as the release
+  does for a Monk that starts with the healing spellbook (other spells' directions are the
+  agent's to give).
 * ``wait``: rests 25 moves (the count prefix ``25`` before ``.``), as the authors' release
   does; NetHack stops resting early when something happens.
 * ``enhance`` and the message "You feel more confident in your skills": the first skill that
@@ -305,7 +307,12 @@ class NetHackScoreMonk(NetHackScore):
             observation, done = self._press(key)
             if not done and self._menu_open(observation):
                 # "Choose which spell to cast": the first spell (no menu: no spell known).
+                healing = any(_MENU_FIRST.match(bytes(row)) and b"healing" in bytes(row)
+                              for row in observation[self._tty_index])
                 observation, done = self._press(A.FIRST_SPELL)
+                if healing and not done and b"In what direction?" in bytes(observation[self._message_index]):
+                    # as the release does for a healing spellbook: cast it on the hero ('.')
+                    observation, done = self._press(A.CAST_AT_SELF)
             return observation, done
         if key == A.ENHANCE:
             return self._enhance(before, False)

@@ -57,6 +57,7 @@ ITEM_PROMPTS: tuple[bytes, ...] = (b"What do you want to eat", b"What do you wan
 # authors' release; NetHack stops early when something happens.
 REST_TURNS = 25
 FIRST_SPELL = ord("a")
+CAST_AT_SELF = ord(".")
 FIRST_MENU_ENTRY = ord("a")
 
 # Key codes that only mean something in NetHack's wizard (debug) mode.
