@@ -279,9 +279,12 @@ class IntrinsicReward:
             del self.counts[next(iter(self.counts))]
         return count
 
-    def intrinsic(self, skill_id: int, message: np.ndarray, depth_change: int) -> float:
-        """Thresholded score divided by count(message) ** beta (see :meth:`count`); updates the count."""
-        key = message_key(message)
+    def intrinsic(self, skill_id: int, message: np.ndarray, depth_change: int, key: bytes | None = None) -> float:
+        """Thresholded score divided by count(message) ** beta (see :meth:`count`); updates the count.
+
+        ``key``: :func:`message_key` of ``message`` when the caller has it already."""
+        if key is None:
+            key = message_key(message)
         count = self.count(key)
         if not self.enabled:
             return 0.0

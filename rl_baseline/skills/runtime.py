@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 import gymnasium as gym
 import numpy as np
 
-from rl_baseline.intrinsic_reward import IntrinsicReward
+from rl_baseline.intrinsic_reward import IntrinsicReward, message_key
 from rlaif.reward_model import clip_depth_change
 from rlaif.skills import NUM_SKILLS, SKILLS
 
@@ -86,12 +86,6 @@ def countable_items(letters: np.ndarray, classes: np.ndarray) -> np.ndarray:
     """
     keep = (classes != NO_ITEM_CLASS) & (classes != FOOD_CLASS) & (classes != COIN_CLASS)
     return letters[keep]
-
-
-def _message_bytes(message: np.ndarray) -> bytes:
-    raw = np.asarray(message, dtype=np.uint8).tobytes()
-    end = raw.find(b"\0")
-    return raw if end < 0 else raw[:end]
 
 
 class _ModelObservation:
@@ -394,14 +388,15 @@ class SkillRuntime(gym.Wrapper):
         prev_depth = self.last_depth
         self.last_depth = depth
         msg_arr = obs["message"]
-        intrinsic = self.reward_fn.intrinsic(active, msg_arr, clip_depth_change(depth - self.skill_start_depth))
+        msg = message_key(msg_arr)  # read once: the reward's message count and the event markers
+        intrinsic = self.reward_fn.intrinsic(active, msg_arr, clip_depth_change(depth - self.skill_start_depth), msg)
         reward = self.reward_fn.combine(game_reward, intrinsic)
         st = self.stats
         st.time[active] += 1
         st.intrinsic[active] += intrinsic
         if intrinsic != 0.0:
             st.nonzero[active] += 1
-        self._count_events(obs, _message_bytes(msg_arr), depth, prev_depth, active)
+        self._count_events(obs, msg, depth, prev_depth, active)
         self.skill_steps += 1
         # the meta-policy contract counts skill time in game turns (steps when the env has no clock)
         self.skill_time = int(info["time"]) - self.skill_start_turn if "time" in info else self.skill_steps

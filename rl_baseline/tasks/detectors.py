@@ -518,7 +518,7 @@ class LevelUpSellTracker(TaskTracker):
                 return
             if not self.levelled:
                 return
-        dead = _is_death(info)
+        dead = is_death(info)
         if not self.sold:
             if any(is_sale_message(m) > 0 for m in step_messages(info)):
                 self.sold = True
@@ -556,7 +556,8 @@ class DiscoveryHungerTracker(TaskTracker):
             self.success = True
 
 
-def _is_death(info: dict) -> bool:
+def is_death(info: dict) -> bool:
+    """The game ended by the hero's death on this step (NLE's DEATH end status)."""
     status = info.get("end_status")
     if status is None:
         return False

@@ -117,7 +117,7 @@ from rl_baseline.nethack.blstats import DNUM_GNOMISH_MINES
 from rl_baseline.nethack.overview import overview_has_text
 from rl_baseline.nethack.prices import PRICE_TABLES
 from rl_baseline.task_names import EVAL_TASKS, TASK_MEASURE
-from rl_baseline.tasks.detectors import is_leave_dungeon_prompt, step_messages
+from rl_baseline.tasks.detectors import is_death, is_leave_dungeon_prompt, step_messages
 
 __all__ = [
     "RELEASE_ENV_STEPS",
@@ -145,7 +145,6 @@ DESCEND_MESSAGE = "You descend the stairs."
 #: evaluation protocols: which rule set ends the episodes and how many are run
 PROTOCOLS = ("release", "project")
 
-DEATH = 1  # nle.env.base.NLE.StepStatus.DEATH
 MINETOWN_STRINGS = (
     "The Gnomish Mines: levels 2 to 4",
     "The Gnomish Mines: levels 3 to 5",
@@ -251,19 +250,6 @@ def release_price_identified(message: str) -> bool:
     return prices is not None and price * 2 in prices
 
 
-def _game_over(info: dict) -> bool:
-    status = info.get("end_status")
-    if status is None:
-        return False
-    name = getattr(status, "name", None)
-    if name is not None:
-        return name.upper() == "DEATH"
-    try:
-        return int(status) == DEATH
-    except (TypeError, ValueError):
-        return "DEATH" in str(status).upper()
-
-
 def _any(msgs: Iterable[str], *needles: str) -> bool:
     return any(n in m for m in msgs for n in needles)
 
@@ -339,7 +325,7 @@ class ReleaseTracker:
 
     def _check(self, info: dict, msgs: list[str]) -> None:
         rule = self.rule
-        if not self.prerequisite_met or _game_over(info):
+        if not self.prerequisite_met or is_death(info):
             return
         if not (rule.every_step or _any(msgs, DESCEND_MESSAGE)):
             return
