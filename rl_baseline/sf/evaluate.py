@@ -551,8 +551,14 @@ def evaluate(cfg: Any) -> dict:
     if frames:
         _save_gif(frames, stem.with_suffix(".gif"))
         paths.append(stem.with_suffix(".gif"))
-    logger.info("%s (%s protocol): %s %.3f +- %.3f over %d episodes (release %s %.3f, project %s %.3f); wrote %s",
+    release = summary["release"]
+    counted = ""
+    if release.get("seen_key") is not None:
+        # the release averages its count over the episodes that saw a shop/altar only
+        counted = (f"; the release's count averages the {release.get('episodes', 0)} of "
+                   f"{release.get('finished_episodes', 0)} finished episodes with {release['seen_key']}")
+    logger.info("%s (%s protocol): %s %.3f +- %.3f over %d episodes (release %s %.3f, project %s %.3f%s); wrote %s",
                 task, protocol, summary["measure"], summary["mean"], summary["stderr"], summary["episodes"],
-                summary["release"].get("metric"), summary["release"].get("mean", math.nan),
-                summary["project"]["measure"], summary["project"]["mean"], ", ".join(str(p) for p in paths))
+                release.get("metric"), release.get("mean", math.nan),
+                summary["project"]["measure"], summary["project"]["mean"], counted, ", ".join(str(p) for p in paths))
     return summary
