@@ -105,6 +105,8 @@ class PipelineConfig:
     # evaluation
     eval_episodes: int = 6
     eval_num_envs: int = 2
+    # forced-skill episodes per skill and policy of the skill report (0: no skill report)
+    skill_report_episodes: int = 2
     # the evaluation target whose first episode is also saved as a GIF ("" for none)
     video_target: str = "goldenexit"
 
@@ -149,12 +151,18 @@ PRESETS: dict[str, dict] = {
                   save_best_after=10_000, reward_small_model=False,
                   # 8 games per worker: inference batches twice as large, about 1.5x the env steps/s of 4
                   # on 2 cores (python -m bench.train_throughput --num_envs_per_worker 4 / 8)
-                  num_envs_per_worker=8),
+                  num_envs_per_worker=8, skill_report_episodes=3),
+    # the largest run that shows learning on 2 CPU cores in about 90 minutes: 2000 pairs per skill,
+    # 2M env steps of skill training, then the skill report (trained vs untrained vs random)
+    "learn": dict(out_dir="train_dir/pipeline_learn", num_pairs=2000, reward_epochs=10, train_for_env_steps=2_000_000,
+                  max_episode_steps=1000, eval_episodes=10, eval_num_envs=10, experiment="learn",
+                  reward_small_model=False, num_envs_per_worker=8,
+                  skill_report_episodes=10),
     # the test suite's run: every phase, as small as it gets
     "ci": dict(out_dir="train_dir/pipeline_ci", num_pairs=40, reward_epochs=2, reward_batch_size=16,
                train_for_env_steps=2_000, num_envs_per_worker=2, batch_size=256, rollout=16,
                max_episode_steps=100, eval_episodes=1, eval_num_envs=1, experiment="ci",
-               save_best_after=500, save_best_every_sec=1),
+               save_best_after=500, save_best_every_sec=1, skill_report_episodes=1),
     # the paper's settings (PAPER_FACTS.md); printed / written as slurm jobs
     "paper": dict(out_dir="train_dir", num_pairs=0, collect_workers=16, annotate_backend="vllm",
                   annotate_chunks=8, reward_epochs=20, reward_batch_size=1000, reward_lr=1e-5, reward_workers=40,
@@ -352,6 +360,13 @@ def _small_plan(cfg: PipelineConfig) -> list[Phase]:
                           "--eval_num_envs", str(cfg.eval_num_envs)] + (["--save_video", "True"] if video else []),
             outputs=[str(stem.with_suffix(".json"))] + ([str(stem.with_suffix(".gif"))] if video else []),
         ))
+    if cfg.skill_report_episodes > 0:
+        out.append(Phase(
+            "skill_report", "eval", "scripts.skill_report",
+            ["--policy_dir", str(exp_dir), "--episodes", str(cfg.skill_report_episodes), "--no_progress"],
+            outputs=[str(exp_dir / "skill_report.md")],
+            note="every skill forced, for the trained policy, the same network untrained and a uniform random policy",
+        ))
     out.append(Phase(
         "report", "report", "scripts.report",
         ["--train_dir", str(cfg.out), "--out", cfg.report_dir],
@@ -453,6 +468,13 @@ class PhaseResult:
     log_path: Optional[Path] = None
 
 
+def _without_interpreter(command: object) -> str:
+    """A phase command without its python executable: a run resumed from another virtual
+    environment (or a symlink to the same one) still finds its finished phases."""
+    text = str(command or "")
+    return text.split(" ", 1)[1] if " " in text else text
+
+
 def _marker(out_dir: Path, phase: Phase) -> Path:
     return out_dir / STATE_DIR / (phase.name.replace("/", "__") + ".json")
 
@@ -530,8 +552,9 @@ def run_plan(
             echo(f"{label}: running again (an earlier stage ran in this call)")
         if resume and not upstream_ran and marker.exists():
             try:
-                done = json.loads(marker.read_text()).get("command") == command
-            except ValueError:
+                done = _without_interpreter(json.loads(marker.read_text()).get("command")) == \
+                    _without_interpreter(command)
+            except (ValueError, AttributeError):
                 done = False
             if done:
                 echo(f"{label}: skipped (finished in an earlier run)")

@@ -206,12 +206,24 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    """An annotation metadata file, None when it does not exist.
+
+    A file that exists but cannot be read is an error, not "absent": the metadata is what
+    tells labels of one dataset from another's, and ignoring it would disable that check."""
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise AnnotationError(
+            f"{path}: unreadable annotation metadata ({type(exc).__name__}: {exc}); it says which dataset the "
+            "labels next to it belong to. Restore it, or re-annotate with --ignore_existing (the labels are "
+            "replaced only when the new run finishes)"
+        ) from exc
+    if not isinstance(data, dict):
+        raise AnnotationError(f"{path}: annotation metadata must be a JSON object, found {type(data).__name__}; "
+                              "re-annotate with --ignore_existing")
+    return data
 
 
 def dataset_fingerprint(dataset: ObservationDataset) -> str:
@@ -304,7 +316,7 @@ def _initial_labels(cfg: AnnotationConfig, num_pairs: int, start: int, end: int,
                 "--ignore_existing to annotate again (the old file is only replaced when the new run merges), "
                 "or use --custom_annotator_string to write under another name"
             )
-        old_meta = _read_json(final_meta_path(pdir, ann))
+        old_meta = None if cfg.ignore_existing else _read_json(final_meta_path(pdir, ann))
         if (final_labels is not None and old_meta and old_meta.get("fingerprint") not in (None, fingerprint)
                 and not cfg.ignore_existing):
             raise AnnotationError(

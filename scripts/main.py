@@ -13,6 +13,12 @@ Evaluation: the same command plus ``--evaluation True --eval_target goldenexit``
 gnomish, delphi, minetown, transactions, price, buc, goldenexit, levelupsell, discoveryhunger);
 results go to ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}``.
 
+Forced-skill evaluation: ``--evaluation True --eval_skill descender`` (any skill) holds the
+policy on one skill for ``--eval_episodes`` episodes, no meta-policy, and writes that skill's
+measures to ``{train_dir}/{experiment}/eval/skill_{skill}.json``; ``python -m
+scripts.skill_report --policy_dir {train_dir}/{experiment}`` does it for every skill next to
+the untrained network and a uniform random policy.
+
 Motif single-reward runs (one skill, one reward model, no meta-policy)::
 
     python -m scripts.main --env nle_fixed_eat_action --root_env NetHackScore-v1 \\
@@ -44,6 +50,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         cfg = parse_cfg(argv)
         if cfg.evaluation:
+            from rl_baseline.sf.cfg import forced_skill
+
+            if forced_skill(cfg) is not None:
+                from rl_baseline.sf.skill_eval import evaluate_skill
+
+                evaluate_skill(cfg)
+                return 0
             from rl_baseline.sf.evaluate import evaluate
 
             evaluate(cfg)

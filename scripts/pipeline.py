@@ -33,13 +33,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m scripts.pipeline",
         description="Runs data collection, annotation, reward training, code generation (replayed), "
-                    "skill training, evaluation and the report in order (presets smoke, ci), or prints "
+                    "skill training, evaluation and the report in order (presets smoke, learn, ci), or prints "
                     "the full-scale plan (preset paper).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__,
     )
     p.add_argument("--preset", choices=tuple(PRESETS), default="smoke",
-                   help="smoke: every phase at toy scale on CPU; ci: smaller still; paper: print the full plan")
+                   help="smoke: every phase at toy scale on CPU (about 3 minutes); learn: the largest run that shows "
+                        "learning on 2 CPU cores (about 90 minutes, ends with the skill report); ci: smaller than "
+                        "smoke; paper: print the full plan")
     p.add_argument("--out_dir", default=None,
                    help="where a smoke/ci run writes everything (default: train_dir/pipeline_{preset}); "
                         "for paper, the root of the outputs in the printed plan (default: train_dir)")
@@ -96,7 +98,7 @@ def _check_meta_policies(args: argparse.Namespace) -> int:
 
 BANNER = """\
 ================================================================================
- MaestroMotif pipeline, preset {preset}: every phase at toy scale, outputs in {out}
+ MaestroMotif pipeline, preset {preset}: every phase at small scale, outputs in {out}
  * annotation uses the HEURISTIC backend: a RULE-BASED STAND-IN for the LLM
    annotator (no language model is called; no download, no network)
  * code generation is REPLAYED from a recorded transcript ({replay})

@@ -8,7 +8,12 @@ Example::
 
 Prints the Markdown tables; writes ``{out}/results.md`` and PNG plots (success per task
 with error bars, per-skill intrinsic reward and skill share over training, reward-model
-validation accuracy per skill).
+validation accuracy per skill, and the training curves ``curves_intrinsic_return.png``,
+``curves_skill_share.png``, ``curves_nonzero_fraction.png``, ``curves_episode_length.png``,
+``curves_skill_measures.png``). results.md also lists the final value of every skill measure
+(``measures/{skill}/{measure}``), the meta-policy errors of each evaluation (with a warning
+naming the tasks whose generated meta-policy raised) and, when an experiment has a
+``skill_report.md`` (:mod:`scripts.skill_report`), its forced-skill evaluation table and plot.
 """
 from __future__ import annotations
 
@@ -23,8 +28,9 @@ from rl_baseline.report import ReportError, build_report
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m scripts.report",
-        description="Collect */eval/*_seed*.json, sample-factory summaries / skill_stats.json and "
-                    "*/reward_metrics/metrics.csv below the given folders into results.md and PNG plots.",
+        description="Collect */eval/*_seed*.json, sample-factory summaries / skill_stats.json, "
+                    "*/skill_report.md and */reward_metrics/metrics.csv below the given folders into "
+                    "results.md and PNG plots.",
     )
     p.add_argument("--train_dir", action="append", default=None,
                    help="folder searched recursively (repeat the flag for several; default: train_dir)")

@@ -253,6 +253,27 @@ def test_final_file_of_another_dataset_of_the_same_size_is_refused(tmp_path) -> 
     np.testing.assert_array_equal(load_preferences(tmp_path / "preference" / f"{cfg.annotator}.npy"), first)
 
 
+
+@pytest.mark.parametrize("damage", [b"{\"num_pairs\": 6, \"finger", b"", b"[1, 2]"])
+def test_damaged_metadata_is_an_error_not_a_disabled_guard(tmp_path, damage) -> None:
+    """The metadata is what tells one dataset's labels from another's: an unreadable file must
+    stop the run (naming it) instead of silently switching the check off."""
+    write_dataset(tmp_path, "merchant", make_dataset(6, seed=1))
+    cfg = config(tmp_path, "merchant")
+    first = run_annotation(cfg)
+    meta = tmp_path / "preference" / f"{cfg.annotator}.meta.json"
+    meta.write_bytes(damage)
+    write_dataset(tmp_path, "merchant", make_dataset(6, seed=2))  # the case the guard exists for
+    with pytest.raises(AnnotationError, match="meta.json") as err:
+        run_annotation(cfg)
+    assert "--ignore_existing" in str(err.value)
+    np.testing.assert_array_equal(load_preferences(tmp_path / "preference" / f"{cfg.annotator}.npy"), first)
+    assert meta.read_bytes() == damage  # left as it was
+    # the way out named in the message works
+    labels = run_annotation(config(tmp_path, "merchant", ignore_existing=True))
+    assert labels.shape == (6,) and json.loads(meta.read_text())["num_pairs"] == 6
+
+
 # ------------------------------------------------------------------ transformers backend (tiny local model)
 
 

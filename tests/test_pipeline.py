@@ -34,7 +34,7 @@ def test_small_plan_covers_every_phase_inside_out_dir(tmp_path):
     plan = build_plan(cfg)
     stages = [p.stage for p in plan]
     assert stages == (["collect"] * 5 + ["annotate"] * 5 + ["reward"] * 5 + ["generate", "combine", "check", "train"]
-                      + ["eval"] * len(EVAL_TASKS) + ["report"])
+                      + ["eval"] * (len(EVAL_TASKS) + 1) + ["report"])
     parsed = {p.name: parse(p) for p in plan}
     for skill in SKILLS:
         c, a, r = parsed[f"collect/{skill}"], parsed[f"annotate/{skill}"], parsed[f"reward/{skill}"]
@@ -55,6 +55,11 @@ def test_small_plan_covers_every_phase_inside_out_dir(tmp_path):
     assert all(e.evaluation and e.eval_episodes == cfg.eval_episodes and e.train_dir == train.train_dir
                for e in evals)
     assert [e.eval_target for e in evals if e.save_video] == [cfg.video_target] == ["goldenexit"]
+    # the skill report holds every skill of the trained experiment, after the task evaluations
+    report = parsed["skill_report"]
+    assert Path(report.policy_dir) == out / "skill_policy" / cfg.experiment
+    assert report.episodes == cfg.skill_report_episodes > 0 and plan[-2].name == "skill_report"
+    assert make_config("learn").train_for_env_steps >= 10 * make_config("smoke").train_for_env_steps
     # every path a phase writes is inside out_dir: the repository's data folders stay untouched
     for phase in plan:
         for path in phase.outputs:
@@ -64,7 +69,7 @@ def test_small_plan_covers_every_phase_inside_out_dir(tmp_path):
 def test_sizes_are_flags_and_bad_values_are_refused():
     cfg = make_config("ci", train_for_env_steps=1234, eval_targets=("gnomish", "buc"), eval_episodes=3)
     plan = build_plan(cfg)
-    assert [p.name for p in plan if p.stage == "eval"] == ["eval/gnomish", "eval/buc"]
+    assert [p.name for p in plan if p.stage == "eval"] == ["eval/gnomish", "eval/buc", "skill_report"]
     assert "1234" in next(p for p in plan if p.stage == "train").args
     with pytest.raises(PipelineError, match="unknown eval target"):
         make_config("ci", eval_targets=("moon",))
@@ -124,6 +129,9 @@ def test_failure_names_the_phase_and_the_command_and_resume_skips_done_phases(tm
     lines.clear()
     results = run_plan([ok, bad], tmp_path / "out", echo=lines.append, resume=True)
     assert [r.status for r in results] == ["skipped", "failed"]
+    # resumed from another virtual environment (another python path): still done
+    assert run_plan([ok], tmp_path / "out", python="/elsewhere/venv/bin/python", echo=lines.append,
+                    resume=True)[0].status == "skipped"
     # a changed command is not taken for done
     changed = Phase("check/one", "check", "scripts.pipeline", ["--check_meta_policies", "--tasks", "buc"])
     assert run_plan([changed], tmp_path / "out", echo=lines.append, resume=True)[0].status == "ok"

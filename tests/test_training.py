@@ -173,9 +173,13 @@ def test_runtime_switches_skills_and_shapes_reward():
     stats = info["episode_extra_stats"]
     assert sum(stats[f"skills/{s}_share"] for s in SKILLS) == pytest.approx(1.0)
     assert stats["skills/discoverer_share"] == pytest.approx(3 / 7)
-    assert stats["skills/descender_success"] == 1.0
-    assert stats["skills/merchant_success"] == 1.0 and stats["skills/sales"] == 1.0
-    assert stats["skills/discoverer_success"] > 0  # new map cells while exploring
+    assert stats["skills/descender_success"] == 1.0 == stats["measures/descender/levels_descended"]
+    # the sale happened while the merchant was active: counted by the transactions task's detector
+    assert stats["skills/merchant_success"] == 1.0 == stats["measures/merchant/items_sold"]
+    # one column more of the map every step: 21 cells per step, per 1000 steps
+    assert stats["skills/discoverer_success"] == pytest.approx(21_000.0)
+    assert stats["intrinsic/discoverer_return"] == pytest.approx(sum(intrinsics[:3]))
+    assert stats["intrinsic/descender_return"] == pytest.approx(sum(intrinsics[3:5]))
     assert stats["skills/switches"] == 2 and stats["skills/max_depth"] == 2
     assert stats["intrinsic/discoverer_mean"] > 0 and stats["intrinsic/descender_mean"] > 0
     assert 0.0 <= stats["intrinsic/cache_hit_rate"] <= 1.0
@@ -184,7 +188,8 @@ def test_runtime_switches_skills_and_shapes_reward():
     assert crop[3, 3] == ord("_") and crop[4, 3] == ord("@")
     assert [n for _, n in meta.precondition_calls][:4] == [0, 0, 0, 0]
     assert meta.precondition_calls[-1][1] == 1
-    assert stats["skills/altar_seen"] == 1.0
+    # the altar (colour 0 here, not an altar's 7) is not counted as one
+    assert "measures/worshipper/altars_found" not in stats or stats["measures/worshipper/altars_found"] == 0
 
 
 def test_runtime_reset_restarts_episode_state():
@@ -873,3 +878,51 @@ def test_bad_learner_flags_exit_with_the_flag_named(tmp_path, argv, flag):
                     timeout=120)
     assert proc.returncode == 2 and flag in proc.stdout + proc.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_forced_skill_evaluation_reports_the_skills_measures(trained):
+    tmp, _, _, first = trained
+    assert first.returncode == 0
+    args = ["--train_dir", str(tmp / "skill_policy"), "--experiment", "e2e", "--evaluation", "True",
+            "--eval_skill", "descender", "--eval_episodes", "3", "--eval_num_envs", "2", "--max_episode_steps", "60"]
+    proc = run_main(args, tmp, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = json.loads((tmp / "skill_policy" / "e2e" / "eval" / "skill_descender.json").read_text())
+    assert out["skill"] == "descender" and out["policy"] == "trained" and out["episodes"] == 3
+    assert set(out["measures"]) == {"levels_descended", "steps_to_first_descent"}
+    assert all(e["length"] <= 60 for e in out["per_episode"]) and out["checkpoint"].endswith(".pth")
+    # training logged the same measures (skills active in an episode only)
+    stats = json.loads((tmp / "skill_policy" / "e2e" / "skill_stats.json").read_text())["means"]
+    assert "measures/discoverer/cells_per_1000_steps" in stats and "skills/meta_policy_errors" in stats
+    bad = run_main(args[:-8] + ["--eval_skill", "juggler"], tmp, timeout=60)
+    assert bad.returncode == 2 and "--eval_skill 'juggler'" in bad.stdout + bad.stderr
+
+
+def test_skill_report_compares_trained_untrained_and_random(trained):
+    tmp, _, _, first = trained
+    policy_dir = tmp / "skill_policy" / "e2e"
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "scripts.skill_report", "--policy_dir", str(policy_dir), "--episodes", "2",
+           "--num_envs", "2", "--max_episode_steps", "40", "--no_progress"]
+    proc = run_command(cmd, tmp, env, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((policy_dir / "skill_report.json").read_text())
+    assert list(report["skills"]) == list(SKILLS)
+    for skill, entry in report["skills"].items():
+        assert set(entry["policies"]) == {"trained", "untrained", "random"}
+        for kind, result in entry["policies"].items():
+            assert result["episodes"] == 2 and result["mean_length"] <= 40
+            assert entry["main_measure"] in result["measures"]
+        assert entry["policies"]["untrained"]["checkpoint"] is None
+    assert report["skills"]["ascender"]["start_depth"] == 3
+    assert all(e["start_depth"] == 3 for e in report["skills"]["ascender"]["policies"]["random"]["per_episode"])
+    md = (policy_dir / "skill_report.md").read_text()
+    assert "| descender | **levels_descended** |" in md and "| trained | untrained | random |" in md
+    assert (policy_dir / "skill_report.png").stat().st_size > 0
+    # bad input: a folder without a trained experiment, an unknown skill; nothing is written
+    for extra, needle in ((["--policy_dir", str(tmp)], "config.json"),
+                          (["--policy_dir", str(policy_dir), "--skills", "juggler"], "juggler")):
+        before = (policy_dir / "skill_report.json").read_bytes()
+        proc = run_command([sys.executable, "-m", "scripts.skill_report", *extra], tmp, env, timeout=60)
+        assert proc.returncode == 2 and needle in proc.stdout + proc.stderr
+        assert (policy_dir / "skill_report.json").read_bytes() == before

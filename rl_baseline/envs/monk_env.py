@@ -125,6 +125,10 @@ def offered_letters(message: bytes) -> bytes:
     return bytes(c for c in out if chr(c).isalpha())
 
 
+#: wizard mode's question when the hero dies (declined by default: the hero lives on)
+WIZARD_DIE_QUESTION = b"Die? [yn]"
+
+
 class NetHackScoreMonk(NetHackScore):
     """NLE score task with the MaestroMotif character, options, actions and macros."""
 
@@ -134,6 +138,7 @@ class NetHackScoreMonk(NetHackScore):
         character: str = DEFAULT_CHARACTER,
         max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
         wizard: bool = False,
+        final_death: bool = False,
         observation_keys: tuple[str, ...] = OBSERVATION_KEYS,
         read_overview_on_level_change: bool = True,
         **kwargs: Any,
@@ -150,6 +155,9 @@ class NetHackScoreMonk(NetHackScore):
                 keys = keys + (needed,)
         self._agent_keys = tuple(observation_keys)
         self._wizard = bool(wizard)
+        # wizard mode asks "Die?" when the hero dies, and declining (the default) revives her;
+        # with final_death the answer is yes, so a wizard-mode game ends at death as a normal one
+        self._final_death = bool(final_death)
         self._read_overview = read_overview_on_level_change
         super().__init__(
             *args,
@@ -218,6 +226,9 @@ class NetHackScoreMonk(NetHackScore):
                 message = bytes(observation[self._message_index])
                 if exceptions and any(q in message for q in AGENT_QUESTIONS):
                     break
+                if self._final_death and WIZARD_DIE_QUESTION in message:
+                    observation, done = self._press(ord("y"))
+                    continue
                 observation, done = self._press(A.ESC)
                 continue
             break

@@ -160,6 +160,12 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                         "--eval_episodes)")
     g.add_argument("--eval_deterministic_actions", type=str2bool, default=False,
                    help="take the most likely action instead of sampling during evaluation")
+    g.add_argument("--eval_skill", type=str, default=NO_TASK,
+                   help="forced-skill evaluation: hold the policy on this skill for --eval_episodes episodes (no "
+                        f"meta-policy) and report its measures; one of {', '.join(SKILLS)}, or none")
+    g.add_argument("--eval_start_depth", type=int, default=-1,
+                   help="forced-skill evaluation: dungeon level each episode starts on, reached by wizard-mode "
+                        "level teleport after reset (-1: 3 for the ascender, 1 for the other skills)")
     g.add_argument("--save_video", type=str2bool, default=False,
                    help="during evaluation, save a GIF of the first episode rendered from the tty screen")
     g.add_argument("--save_every_steps", type=int, default=0,
@@ -257,7 +263,17 @@ def finalize_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
         raise ConfigError(f"--num_skills {cfg.num_skills}: must be between 1 and {NUM_SKILLS}")
     if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
         raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
-    if cfg.evaluation and cfg.eval_target not in EVAL_TASKS:
+    eval_skill = getattr(cfg, "eval_skill", NO_TASK) or NO_TASK
+    if eval_skill != NO_TASK and eval_skill not in SKILLS:
+        raise ConfigError(f"--eval_skill {eval_skill!r}: expected one of {', '.join(SKILLS)} or none")
+    if eval_skill != NO_TASK and cfg.num_skills is not None and SKILLS.index(eval_skill) >= int(cfg.num_skills):
+        raise ConfigError(f"--eval_skill {eval_skill}: this policy was trained with {cfg.num_skills} skill(s) "
+                          f"({', '.join(SKILLS[:int(cfg.num_skills)])}), not with {eval_skill}")
+    if getattr(cfg, "eval_start_depth", -1) == 0 or getattr(cfg, "eval_start_depth", -1) > 50:
+        raise ConfigError(f"--eval_start_depth {cfg.eval_start_depth}: a dungeon level from 1 to 50, or -1")
+    if eval_skill != NO_TASK and not cfg.evaluation:
+        raise ConfigError("--eval_skill holds the policy on one skill during evaluation: pass --evaluation True")
+    if cfg.evaluation and eval_skill == NO_TASK and cfg.eval_target not in EVAL_TASKS:
         raise ConfigError(
             f"--evaluation True needs --eval_target set to an evaluation task ({', '.join(EVAL_TASKS)}), "
             f"got {cfg.eval_target!r}"
@@ -275,8 +291,30 @@ def finalize_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
     return cfg
 
 
+def forced_skill(cfg: Any) -> Optional[str]:
+    """The skill held by a forced-skill evaluation (``--evaluation True --eval_skill S``), else None."""
+    skill = getattr(cfg, "eval_skill", NO_TASK) or NO_TASK
+    return skill if cfg.evaluation and skill != NO_TASK else None
+
+
+#: where the forced-skill evaluation starts the ascender: it needs levels to climb
+ASCENDER_START_DEPTH = 3
+
+
+def eval_start_depth(cfg: Any) -> int:
+    """The dungeon level forced-skill episodes start on (1 outside a forced-skill evaluation)."""
+    skill = forced_skill(cfg)
+    if skill is None:
+        return 1
+    depth = int(getattr(cfg, "eval_start_depth", -1))
+    if depth < 0:
+        return ASCENDER_START_DEPTH if skill == "ascender" else 1
+    return depth
+
+
 def uses_meta_policy(cfg: Any) -> bool:
-    return cfg.env == SKILL_ENV and cfg.num_skills > 1 and cfg.eval_target != NO_TASK and cfg.code_seed >= 0
+    return (cfg.env == SKILL_ENV and cfg.num_skills > 1 and cfg.eval_target != NO_TASK and cfg.code_seed >= 0
+            and forced_skill(cfg) is None)
 
 
 def meta_policy_task(cfg: Any) -> str:
@@ -326,6 +364,10 @@ class SkillEnvConfig:
     llm_reward: float = 0.1
     extrinsic_reward: float = 0.0
     game_reward_scale: float = 1.0
+    # forced-skill evaluation (--eval_skill): the skill held for the whole episode, no meta-policy,
+    # and the dungeon level episodes start on (reached by wizard-mode level teleport when > 1)
+    forced_skill: Optional[str] = None
+    start_depth: int = 1
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "SkillEnvConfig":
@@ -344,4 +386,6 @@ class SkillEnvConfig:
             llm_reward=float(cfg.llm_reward),
             extrinsic_reward=float(cfg.extrinsic_reward),
             game_reward_scale=float(getattr(cfg, "game_reward_scale", 1.0)),
+            forced_skill=forced_skill(cfg),
+            start_depth=eval_start_depth(cfg),
         )

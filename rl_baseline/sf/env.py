@@ -103,16 +103,49 @@ class MotifTaskReward(gym.Wrapper):
         return obs, task_reward, terminated, truncated, info
 
 
+class StartDepth(gym.Wrapper):
+    """Starts every episode on dungeon level ``depth`` by wizard-mode level teleport.
+
+    Used by the forced-skill evaluation of the ascender, which needs levels to climb. The
+    game runs in NetHack's wizard (debug) mode for this, which NetHack otherwise plays the
+    same; the teleport takes no env step and the hero arrives at a random place of the level.
+    """
+
+    def __init__(self, env: gym.Env, depth: int) -> None:
+        super().__init__(env)
+        if not getattr(env.unwrapped, "wizard", False):
+            raise ValueError("StartDepth needs an environment created in wizard mode")
+        self.depth = int(depth)
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        if self.depth <= 1:
+            return obs, info
+        game = self.env.unwrapped
+        arrived = game.wizard_level_teleport(self.depth)
+        info = {**info, **arrived}
+        if int(arrived.get("depth", 0)) != self.depth:
+            logger.warning("level teleport to %d arrived on level %s", self.depth, arrived.get("depth"))
+        return game.current_observation(), info
+
+
 def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) -> SkillRuntime:
     """One skill environment (also used by evaluation and the benchmark, outside sample-factory)."""
-    env = base_env if base_env is not None else make_base_env(config.max_episode_steps)
+    if base_env is not None:
+        env = base_env
+    elif config.start_depth > 1:
+        env = StartDepth(make_base_env(config.max_episode_steps, wizard=True, final_death=True), config.start_depth)
+    else:
+        env = make_base_env(config.max_episode_steps)
     if config.env == MOTIF_ENV:
         env = MotifTaskReward(env, config.root_env)
     reward = build_intrinsic_reward(
         config.reward_dirs, config.quantiles, config.beta, config.llm_reward,
         config.extrinsic_reward * config.game_reward_scale, msg_max_keys=config.msg_max_keys,
     )
-    if config.task is not None:
+    if config.forced_skill is not None:
+        factory = functools.partial(SingleSkillPolicy, config.forced_skill)
+    elif config.task is not None:
         from rl_baseline.skills.meta_policy import load
 
         factory = functools.partial(load, config.task, config.code_seed, config.meta_policy_root)

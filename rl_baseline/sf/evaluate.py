@@ -25,7 +25,8 @@ freezes when it says "reached" (the release would have stopped there). The JSON 
 headline (``mean``, ``stderr``, ``episodes``, ``measure``: the driving protocol's), the
 sections ``"release"`` and ``"project"`` with each rule set's numbers, ``"protocol"`` /
 ``"episodes_ended_by"`` (which protocol ended the episodes), ``"run"`` (budget, steps run,
-finished and dropped episodes) and ``per_episode``.
+finished and dropped episodes), ``"meta_policy_errors"`` (exceptions the generated code raised;
+a non-zero count is also a warning at the end of the run) and ``per_episode``.
 
 Writes ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}`` (and a
 ``.gif`` of the first episode with ``--save_video True``).
@@ -45,14 +46,13 @@ import numpy as np
 from tqdm import tqdm
 
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, finalize_cfg, validate_cfg
-from rl_baseline.sf.checkpoints import CheckpointError, checkpoint_dir, load_newest
 
 logger = logging.getLogger(__name__)
 
 #: flags that belong to this evaluation call, not to the trained experiment: their values come
 #: from the command line (or today's defaults), never from the experiment's saved config.json
 EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs",
-              "eval_deterministic_actions", "save_video")
+              "eval_deterministic_actions", "save_video", "eval_skill", "eval_start_depth")
 
 
 @dataclass
@@ -79,6 +79,8 @@ class RunResult:
     #: episodes in progress when the step budget ran out (dropped, as in the release)
     unfinished: int = 0
     env_step_budget: Optional[int] = None
+    #: exceptions the task's meta-policy raised (each was caught, logged and replaced by a fallback)
+    meta_policy_errors: int = 0
 
 
 def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
@@ -131,35 +133,6 @@ def check_eval_args(cfg: Any) -> None:
 
 
 # ----------------------------------------------------------------------------- the loop
-
-
-class TorchPolicy:
-    """The actor-critic with one recurrent state per game."""
-
-    def __init__(self, actor_critic: Any, rnn_size: int, n_envs: int, device: Any, deterministic: bool) -> None:
-        import torch
-
-        self.model = actor_critic
-        self.device = device
-        self.deterministic = deterministic
-        self.rnn = torch.zeros([n_envs, rnn_size], dtype=torch.float32, device=device)
-
-    def act(self, obs: list[dict]) -> np.ndarray:
-        import torch
-        from sample_factory.algo.utils.action_distributions import argmax_actions
-        from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
-
-        with torch.no_grad():
-            batch = {k: torch.from_numpy(np.stack([np.asarray(o[k]) for o in obs])).to(self.device) for k in obs[0]}
-            out = self.model(prepare_and_normalize_obs(self.model, batch), self.rnn)
-            actions = out["actions"]
-            if self.deterministic:
-                actions = argmax_actions(self.model.action_distribution())
-            self.rnn = out["new_rnn_states"]
-            return actions.reshape(len(obs), -1)[:, 0].cpu().numpy()
-
-    def episode_ended(self, i: int) -> None:
-        self.rnn[i].zero_()
 
 
 def _skill_share(env: Any, skill_names: Sequence[str]) -> dict[str, float]:
@@ -277,8 +250,9 @@ def run_evaluation(
     unfinished = int(np.count_nonzero(active & (lengths > 0))) if budget is not None else 0
     if target is not None:
         results = results[:target]
+    errors = sum(int(getattr(getattr(env, "meta_policy", None), "num_errors", 0) or 0) for env in envs)
     return RunResult(episodes=results, protocol=protocol, num_envs=n, env_steps_run=steps_run,
-                     unfinished=unfinished, env_step_budget=budget)
+                     unfinished=unfinished, env_step_budget=budget, meta_policy_errors=errors)
 
 
 # ----------------------------------------------------------------------------- summaries
@@ -388,6 +362,7 @@ def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_name
             "finished_episodes": len(run.episodes),
             "unfinished_episodes": run.unfinished,
         }
+        summary["meta_policy_errors"] = int(run.meta_policy_errors)
     return summary
 
 
@@ -470,12 +445,10 @@ def _save_gif(frames: list[np.ndarray], path: Path) -> None:
 
 def evaluate(cfg: Any) -> dict:
     """Runs the evaluation described in the module docstring; returns the summary dict."""
-    import torch
     from sample_factory.cfg.arguments import load_from_checkpoint
-    from sample_factory.model.actor_critic import create_actor_critic
-    from sample_factory.model.model_utils import get_rnn_size
 
     from rl_baseline.sf.env import build_skill_env, register_envs
+    from rl_baseline.sf.policy import load_policy
     from rl_baseline.task_names import TASK_MEASURE, check_eval_target
 
     task = check_eval_target(cfg.eval_target)
@@ -497,30 +470,13 @@ def evaluate(cfg: Any) -> dict:
     env_cfg = SkillEnvConfig.from_cfg(cfg)
     envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
     skill_names = envs[0].skill_names
-    device = torch.device("cuda" if cfg.device == "gpu" and torch.cuda.is_available() else "cpu")
-    actor_critic = create_actor_critic(cfg, envs[0].observation_space, envs[0].action_space)
-    actor_critic.eval()
-    actor_critic.model_to_device(device)
-    ckpt_dir = checkpoint_dir(cfg.train_dir, cfg.experiment)
-    # the newest checkpoint of --load_checkpoint_kind (latest|best), or an error naming it: results
-    # must belong to the checkpoint the user asked for, so no silent fallback to an older one
-    loaded = load_newest(ckpt_dir, cfg.load_checkpoint_kind, device, fallback=False)
-    if loaded is None:
-        prefix = "checkpoint" if cfg.load_checkpoint_kind == "latest" else "best"
-        raise FileNotFoundError(f"no {prefix}_*.pth under {ckpt_dir} (--load_checkpoint_kind "
-                                f"{cfg.load_checkpoint_kind}); train first")
-    state = loaded.state
-    try:
-        actor_critic.load_state_dict(state["model"])
-    except RuntimeError as exc:
-        raise CheckpointError(f"{loaded.path}: its network does not match this experiment's configuration "
-                              f"({str(exc).splitlines()[0]})") from exc
+    loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
     what = (f"{cfg.eval_env_steps} env steps, last {cfg.eval_stats_avg} finished episodes"
             if protocol == "release" else f"{cfg.eval_episodes} episodes")
-    logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games, %s", loaded.path,
-                state.get("env_steps"), task, protocol, n_envs, what)
+    logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games, %s", loaded.checkpoint,
+                loaded.env_steps, task, protocol, n_envs, what)
 
-    policy = TorchPolicy(actor_critic, get_rnn_size(cfg), n_envs, device, bool(cfg.eval_deterministic_actions))
+    policy = loaded.acting(n_envs, bool(cfg.eval_deterministic_actions))
     frames: list[np.ndarray] = []
     frame_fn = None
     if cfg.save_video:
@@ -543,8 +499,8 @@ def evaluate(cfg: Any) -> dict:
     summary = summarize(task, TASK_MEASURE[task], run.episodes, skill_names, protocol=protocol,
                         stats_avg=int(cfg.eval_stats_avg), run=run)
     summary.update(
-        code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(loaded.path),
-        env_steps=int(state.get("env_steps", 0) or 0), deterministic=bool(cfg.eval_deterministic_actions),
+        code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(loaded.checkpoint),
+        env_steps=loaded.env_steps, deterministic=bool(cfg.eval_deterministic_actions),
     )
     stem = eval_dir(cfg) / f"{task}_seed{cfg.code_seed}"
     paths = write_results(stem, summary, skill_names)
@@ -561,4 +517,8 @@ def evaluate(cfg: Any) -> dict:
                 task, protocol, summary["measure"], summary["mean"], summary["stderr"], summary["episodes"],
                 release.get("metric"), release.get("mean", math.nan),
                 summary["project"]["measure"], summary["project"]["mean"], counted, ", ".join(str(p) for p in paths))
+    if run.meta_policy_errors:
+        logger.warning("the %s meta-policy raised %d exception(s) during this evaluation (each replaced by its "
+                       "fallback; the first ones are logged above with their tracebacks): its results are not "
+                       "those of the generated code alone", task, run.meta_policy_errors)
     return summary

@@ -13,10 +13,10 @@ This is ``sample_factory.train.run_rl`` with two observers attached to the runne
   torch's safe loader, resume from the newest readable checkpoint (:func:`check_resume`
   says which before workers start, or stops with the files named);
 * :class:`SkillStatsObserver` writes per-skill means of the episode statistics
-  (``skills/...`` and ``intrinsic/...`` keys of ``episode_extra_stats``) to tensorboard
-  as soon as there are any (sample-factory's own summaries wait for ``--stats_avg``
-  episodes) and to ``{train_dir}/{experiment}/skill_stats.json``, and logs the
-  intrinsic reward cache hit rate.
+  (``skills/...``, ``intrinsic/...`` and ``measures/...`` keys of ``episode_extra_stats``)
+  to tensorboard as soon as there are any (sample-factory's own summaries wait for
+  ``--stats_avg`` episodes) and to ``{train_dir}/{experiment}/skill_stats.json``, logs the
+  intrinsic reward cache hit rate, and warns at the end when the meta-policy raised.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from rl_baseline.sf.cfg import finalize_cfg, validate_cfg
 logger = logging.getLogger(__name__)
 
 SKILL_STATS_FILE = "skill_stats.json"
-STAT_PREFIXES = ("skills/", "intrinsic/")
+STAT_PREFIXES = ("skills/", "intrinsic/", "measures/")
 
 
 def _observer_base() -> type:
@@ -102,6 +102,11 @@ class SkillStatsObserver(_observer_base()):  # type: ignore[misc]
         means = self._dump(runner)
         if "intrinsic/cache_hit_rate" in means:
             logger.info("intrinsic reward cache hit rate %.3f (final)", means["intrinsic/cache_hit_rate"])
+        errors = means.get("skills/meta_policy_errors", 0.0)
+        if errors > 0:
+            # the guard keeps training going, but skills chosen after an error are the fallback's
+            logger.warning("the meta-policy raised %.2f exceptions per episode (mean of the last episodes); "
+                           "the first ones are in the rollout workers' log with their tracebacks", errors)
 
 
 def _runner_processes(runner: Any) -> list:

@@ -12,7 +12,8 @@ At every reset the meta-policy module is (re)set; at every step the wrapper
 * returns the model observation (NLE observation + skill one-hot and id),
 * counts per-skill statistics and hands them to sample-factory in
   ``info["episode_extra_stats"]`` when the episode ends (they reach tensorboard under
-  ``skills/...`` and ``intrinsic/...``).
+  ``skills/...``, ``intrinsic/...`` and ``measures/{skill}/{measure}``; the measures are
+  :mod:`rl_baseline.tasks.skill_measures`', the same ones the forced-skill evaluation reports).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 from rl_baseline.intrinsic_reward import IntrinsicReward, message_key
+from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SkillMeasures
 from rlaif.reward_model import clip_depth_change
 from rlaif.skills import NUM_SKILLS, SKILLS
 
@@ -31,14 +33,8 @@ logger = logging.getLogger(__name__)
 
 # blstats positions of the hero's coordinates and the depth (NLE's NLE_BL_X/Y/DEPTH).
 BL_X, BL_Y, BL_DEPTH = 0, 1, 12
-NO_ITEM_CLASS = 18  # NLE's inv_oclasses value for an empty inventory slot
 SPACE = ord(" ")
-
-# Message fragments that count as skill-specific events.
-SALE_MARKER = b"You sold "
-PRICE_MARKERS = (b"offers ", b"Sell it?")  # both
-BUC_MARKERS = (b"black flash", b"amber flash")  # either
-SHOP_MARKER = b"Welcome to "
+NO_ITEM_CLASS = 18  # NLE's inv_oclasses value for an empty inventory slot
 
 ObservationFn = Callable[[dict, int, int], dict]
 
@@ -148,21 +144,20 @@ class SingleSkillPolicy:
 
 @dataclass
 class EpisodeSkillStats:
+    """Per-episode bookkeeping of the skills: time, intrinsic reward, activations; what each
+    skill achieved is in ``measures`` (:class:`rl_baseline.tasks.skill_measures.SkillMeasures`)."""
+
     num_skills: int
     time: np.ndarray = field(init=False)
     intrinsic: np.ndarray = field(init=False)
     nonzero: np.ndarray = field(init=False)
     activations: np.ndarray = field(init=False)
-    success: np.ndarray = field(init=False)
     with_item: np.ndarray = field(init=False)
+    measures: SkillMeasures = field(init=False)
     restarts: int = 0
     switches: int = 0
-    sales: int = 0
-    price_ids: int = 0
-    buc_ids: int = 0
-    altar_seen: int = 0
-    shop_seen: int = 0
     max_depth: int = 1
+    meta_policy_errors: int = 0
 
     def __post_init__(self) -> None:
         n = self.num_skills
@@ -170,8 +165,8 @@ class EpisodeSkillStats:
         self.intrinsic = np.zeros(n, dtype=np.float64)
         self.nonzero = np.zeros(n, dtype=np.int64)
         self.activations = np.zeros(n, dtype=np.int64)
-        self.success = np.zeros(n, dtype=np.int64)
         self.with_item = np.zeros(n, dtype=np.int64)
+        self.measures = SkillMeasures(SKILLS[:n])
 
     def summary(self, names: tuple[str, ...], cache_hit_rate: float) -> dict[str, float]:
         total = max(int(self.time.sum()), 1)
@@ -179,30 +174,29 @@ class EpisodeSkillStats:
             "skills/switches": float(self.switches),
             "skills/restarts": float(self.restarts),
             "skills/max_depth": float(self.max_depth),
-            "skills/sales": float(self.sales),
-            "skills/price_ids": float(self.price_ids),
-            "skills/buc_ids": float(self.buc_ids),
-            "skills/altar_seen": float(self.altar_seen),
-            "skills/shop_seen": float(self.shop_seen),
+            "skills/meta_policy_errors": float(self.meta_policy_errors),
             "intrinsic/cache_hit_rate": float(cache_hit_rate),
             "intrinsic/episode_sum": float(self.intrinsic.sum()),
         }
+        values = self.measures.values
         for i, name in enumerate(names):
             out[f"skills/{name}_share"] = float(self.time[i]) / total
             out[f"skills/{name}_activations"] = float(self.activations[i])
-            out[f"skills/{name}_success"] = float(self.success[i])
             out[f"skills/{name}_started_with_item"] = float(self.with_item[i])
+            out[f"intrinsic/{name}_return"] = float(self.intrinsic[i])
             if self.time[i] > 0:
+                # the skill's main measure (SKILL_SUCCESS_DOC), over the steps it was active
+                out[f"skills/{name}_success"] = float(values[name][MAIN_MEASURE[name]])
                 out[f"intrinsic/{name}_mean"] = float(self.intrinsic[i] / self.time[i])
                 out[f"intrinsic/{name}_nonzero_frac"] = float(self.nonzero[i] / self.time[i])
+        out.update(self.measures.summary())
         return out
 
 
 # What counts as success of a skill while it is active (reported as skills/{name}_success):
-# discoverer: newly seen map cells; descender: levels gone down; ascender: levels gone up;
-# worshipper: BUC identifications; merchant: sales.
+# the skill's main measure in rl_baseline.tasks.skill_measures.
 SKILL_SUCCESS_DOC = {
-    "discoverer": "new map cells seen",
+    "discoverer": "map cells revealed per 1000 active steps",
     "descender": "levels descended",
     "ascender": "levels ascended",
     "worshipper": "items BUC-identified",
@@ -248,9 +242,7 @@ class SkillRuntime(gym.Wrapper):
         self._inv_key = b""  # the inventory last counted by _num_new_items, and its count
         self._inv_new = 0
         self.stats = EpisodeSkillStats(num_skills)
-        self.seen_cells = 0
-        self.seen_depth = 1
-        self.last_depth = 1
+        self._errors_at_reset = 0
         self.last_obs: dict = {}
 
     # ------------------------------------------------------------------ helpers
@@ -322,6 +314,7 @@ class SkillRuntime(gym.Wrapper):
         if self.meta_policy is None:
             self.meta_policy = self._meta_factory()
         self.meta_policy.reset()
+        self._errors_at_reset = int(getattr(self.meta_policy, "num_errors", 0))
         self.reward_fn.reset()
         if isinstance(self.observation_fn, _ModelObservation):
             self.observation_fn.new_episode(obs)
@@ -332,9 +325,7 @@ class SkillRuntime(gym.Wrapper):
         self.start_letters[obs["inv_letters"][(classes != NO_ITEM_CLASS) & (classes != FOOD_CLASS)]] = True
         depth = self._depth(obs, info)
         self.stats.max_depth = depth
-        self.seen_cells = int(np.count_nonzero(obs["chars"] != SPACE))
-        self.seen_depth = depth
-        self.last_depth = depth
+        self.stats.measures.reset(info, obs["chars"], obs["colors"])
         self.meta_policy.update_state(info)
         self.preconds = self._preconditions(obs, self._num_new_items(obs))
         first = getattr(self.meta_policy, "initial_skill", None)
@@ -352,43 +343,19 @@ class SkillRuntime(gym.Wrapper):
             self.stats.with_item[self.skill_id] += 1
         return self._observe(obs), self._annotate(info)
 
-    def _count_events(self, obs: dict, msg: bytes, depth: int, prev_depth: int, active: int) -> None:
+    def _count_events(self, obs: dict, info: dict, msg: bytes, depth: int, active: int) -> None:
         st = self.stats
-        name = self.skill_names[active]
-        if SALE_MARKER in msg:
-            st.sales += 1
-            if name == "merchant":
-                st.success[active] += 1
-        if PRICE_MARKERS[0] in msg and PRICE_MARKERS[1] in msg:
-            st.price_ids += 1
-        if BUC_MARKERS[0] in msg or BUC_MARKERS[1] in msg:
-            st.buc_ids += 1
-            if name == "worshipper":
-                st.success[active] += 1
-        if SHOP_MARKER in msg:
-            st.shop_seen = 1
-        if not st.altar_seen and self.preconds[0]:
-            st.altar_seen = 1
-        if name == "descender" and depth > prev_depth:
-            st.success[active] += depth - prev_depth
-        elif name == "ascender" and depth < prev_depth:
-            st.success[active] += prev_depth - depth
         st.max_depth = max(st.max_depth, depth)
-        cells = int(np.count_nonzero(obs["chars"] != SPACE))
-        if depth != self.seen_depth:
-            self.seen_depth = depth
-        elif name == "discoverer" and cells > self.seen_cells:
-            st.success[active] += cells - self.seen_cells
-        self.seen_cells = cells
+        if "messages" not in info and "message" not in info:  # an env without NLE's info (tests)
+            info["message"] = msg.decode("latin-1")
+        st.measures.update(info, obs["chars"], obs["colors"], self.skill_names[active])
 
     def step(self, action: Any):
         obs, game_reward, terminated, truncated, info = self.env.step(action)
         active = self.skill_id
         depth = self._depth(obs, info)
-        prev_depth = self.last_depth
-        self.last_depth = depth
         msg_arr = obs["message"]
-        msg = message_key(msg_arr)  # read once: the reward's message count and the event markers
+        msg = message_key(msg_arr)  # read once per step
         intrinsic = self.reward_fn.intrinsic(active, msg_arr, clip_depth_change(depth - self.skill_start_depth), msg)
         reward = self.reward_fn.combine(game_reward, intrinsic)
         st = self.stats
@@ -396,7 +363,7 @@ class SkillRuntime(gym.Wrapper):
         st.intrinsic[active] += intrinsic
         if intrinsic != 0.0:
             st.nonzero[active] += 1
-        self._count_events(obs, msg, depth, prev_depth, active)
+        self._count_events(obs, info, msg, depth, active)
         self.skill_steps += 1
         # the meta-policy contract counts skill time in game turns (steps when the env has no clock)
         self.skill_time = int(info["time"]) - self.skill_start_turn if "time" in info else self.skill_steps
@@ -415,6 +382,7 @@ class SkillRuntime(gym.Wrapper):
                 )
                 self._start_skill(self._skill_index(nxt), depth, info, new_items)
         else:
+            st.meta_policy_errors = int(getattr(self.meta_policy, "num_errors", 0)) - self._errors_at_reset
             extra = info.get("episode_extra_stats") or {}
             extra = dict(extra)
             extra.update(st.summary(self.skill_names, self.reward_fn.cache.hit_rate))

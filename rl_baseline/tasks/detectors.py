@@ -70,6 +70,7 @@ __all__ = [
     "is_minetown_message",
     "overview_mentions",
     "price_identifies",
+    "identified_appearance",
     "step_messages",
 ]
 
@@ -226,6 +227,20 @@ def item_type_known(item_text: str) -> bool:
     if cls == "helmet":
         return app not in HELMET_APPEARANCES
     return True
+
+
+def identified_appearance(offer: SaleOffer, dunce: bool | None = False) -> str | None:
+    """The item appearance a sell offer identifies (its type follows from the price), or None.
+
+    An offer identifies when the item's type is not yet known, its class has a price table,
+    the offer is for one item at full funds, and the price fits exactly one type of the class
+    (see :mod:`rl_baseline.nethack.prices`)."""
+    if offer.short_funds or offer.plural or offer.contents:
+        return None
+    cls = item_class_of(offer.item)
+    if cls is None or cls not in PRICE_TABLES or item_type_known(offer.item):
+        return None
+    return _singular_appearance(offer.item) if price_identifies(offer.price, cls, 1, dunce) else None
 
 
 def buc_from_altar_message(msg: str, require_unknown: bool = True) -> str | None:
@@ -428,16 +443,9 @@ class PriceTracker(TaskTracker):
     def _observe(self, info: dict, action_name: str | None) -> None:
         for msg in step_messages(info):
             offer = parse_sale_offer(msg)
-            if offer is None or offer.short_funds or offer.plural or offer.contents:
-                continue
-            cls = item_class_of(offer.item)
-            if cls is None or cls not in PRICE_TABLES or item_type_known(offer.item):
-                continue
-            key = _singular_appearance(offer.item)
-            if key in self.identified:
-                continue
-            if price_identifies(offer.price, cls, 1, self.dunce):
-                self.identified[key] = cls
+            key = identified_appearance(offer, self.dunce) if offer is not None else None
+            if key is not None and key not in self.identified:
+                self.identified[key] = item_class_of(offer.item) or ""
                 self.count += 1
 
 

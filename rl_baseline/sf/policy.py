@@ -1,0 +1,149 @@
+"""A trained skill policy outside sample-factory's workers: loading it, and acting with it.
+
+Evaluation, the forced-skill evaluation, the skill report and the on-policy reward agreement
+all step environments in this process with one of three policies, each with the interface
+``act(obs_list) -> actions`` and ``episode_ended(i)``:
+
+* :class:`TorchPolicy` -- the actor-critic loaded from the experiment's newest checkpoint
+  (:func:`load_policy`), or the same network freshly initialised (``untrained=True``: the
+  baseline "the network before any training");
+* :class:`UniformRandomPolicy` -- uniformly random actions from the env's action set.
+
+:func:`experiment_cfg` turns a policy folder ``{train_dir}/{experiment}`` into the
+experiment's configuration (its saved ``config.json`` plus the overrides given).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from rl_baseline.sf.cfg import ConfigError, finalize_cfg
+from rl_baseline.sf.checkpoints import CheckpointError, checkpoint_dir, load_newest
+
+logger = logging.getLogger(__name__)
+
+
+class TorchPolicy:
+    """The actor-critic with one recurrent state per game."""
+
+    def __init__(self, actor_critic: Any, rnn_size: int, n_envs: int, device: Any, deterministic: bool) -> None:
+        import torch
+
+        self.model = actor_critic
+        self.device = device
+        self.deterministic = deterministic
+        self.rnn = torch.zeros([n_envs, rnn_size], dtype=torch.float32, device=device)
+
+    def act(self, obs: list[dict]) -> np.ndarray:
+        import torch
+        from sample_factory.algo.utils.action_distributions import argmax_actions
+        from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
+
+        with torch.no_grad():
+            batch = {k: torch.from_numpy(np.stack([np.asarray(o[k]) for o in obs])).to(self.device) for k in obs[0]}
+            out = self.model(prepare_and_normalize_obs(self.model, batch), self.rnn)
+            actions = out["actions"]
+            if self.deterministic:
+                actions = argmax_actions(self.model.action_distribution())
+            self.rnn = out["new_rnn_states"]
+            return actions.reshape(len(obs), -1)[:, 0].cpu().numpy()
+
+    def episode_ended(self, i: int) -> None:
+        self.rnn[i].zero_()
+
+
+class UniformRandomPolicy:
+    """Uniformly random actions: the baseline that knows nothing."""
+
+    def __init__(self, n_actions: int, seed: int = 0) -> None:
+        self.n_actions = int(n_actions)
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, obs: list[dict]) -> np.ndarray:
+        return self.rng.integers(self.n_actions, size=len(obs))
+
+    def episode_ended(self, i: int) -> None:
+        pass
+
+
+def experiment_cfg(policy_dir: str | Path, overrides: Sequence[str] = ()) -> Any:
+    """The configuration of the experiment saved in ``policy_dir`` (``{train_dir}/{experiment}``).
+
+    ``overrides`` are extra command-line flags (``["--eval_skill", "descender"]``); flags given
+    here win over the saved ``config.json``. Raises :class:`ConfigError` naming the folder when
+    it holds no experiment.
+    """
+    from sample_factory.cfg.arguments import load_from_checkpoint
+
+    from rl_baseline.sf.cfg import parse_cfg
+
+    policy_dir = Path(policy_dir)
+    if not (policy_dir / "config.json").is_file():
+        raise ConfigError(f"--policy_dir {policy_dir}: no config.json there; expected the folder of a trained "
+                          "experiment, {train_dir}/{experiment}, as written by scripts.main")
+    argv = ["--train_dir", str(policy_dir.parent), "--experiment", policy_dir.name, "--evaluation", "True",
+            *overrides]
+    cfg = parse_cfg(argv)
+    explicit = dict(cfg.cli_args)
+    try:
+        cfg = load_from_checkpoint(cfg)
+    except Exception as exc:  # sample-factory raises a bare Exception for an unreadable config.json
+        raise ConfigError(f"{policy_dir / 'config.json'}: cannot be read ({exc})") from exc
+    for key in explicit:
+        cfg[key] = explicit[key]
+    cfg.evaluation = True
+    finalize_cfg(cfg)
+    return cfg
+
+
+@dataclass
+class LoadedPolicy:
+    """An actor-critic ready to act, and where its weights came from."""
+
+    actor_critic: Any
+    rnn_size: int
+    device: Any
+    checkpoint: Optional[Path]  # None for the untrained network
+    env_steps: int
+
+    def acting(self, n_envs: int, deterministic: bool = False) -> TorchPolicy:
+        return TorchPolicy(self.actor_critic, self.rnn_size, n_envs, self.device, deterministic)
+
+
+def load_policy(cfg: Any, observation_space: Any, action_space: Any, untrained: bool = False,
+                init_seed: int = 0) -> LoadedPolicy:
+    """The experiment's actor-critic with the newest ``--load_checkpoint_kind`` checkpoint, or
+    (``untrained``) the same network with its initial weights (seeded by ``init_seed``).
+
+    The checkpoint must load and match the network: evaluation results must belong to the
+    checkpoint the user asked for, so there is no fallback to an older file.
+    """
+    import torch
+    from sample_factory.model.actor_critic import create_actor_critic
+    from sample_factory.model.model_utils import get_rnn_size
+
+    device = torch.device("cuda" if cfg.device == "gpu" and torch.cuda.is_available() else "cpu")
+    if untrained:
+        torch.manual_seed(int(init_seed))
+    actor_critic = create_actor_critic(cfg, observation_space, action_space)
+    actor_critic.eval()
+    actor_critic.model_to_device(device)
+    rnn_size = get_rnn_size(cfg)
+    if untrained:
+        return LoadedPolicy(actor_critic, rnn_size, device, None, 0)
+    ckpt_dir = checkpoint_dir(cfg.train_dir, cfg.experiment)
+    loaded = load_newest(ckpt_dir, cfg.load_checkpoint_kind, device, fallback=False)
+    if loaded is None:
+        prefix = "checkpoint" if cfg.load_checkpoint_kind == "latest" else "best"
+        raise FileNotFoundError(f"no {prefix}_*.pth under {ckpt_dir} (--load_checkpoint_kind "
+                                f"{cfg.load_checkpoint_kind}); train first")
+    try:
+        actor_critic.load_state_dict(loaded.state["model"])
+    except RuntimeError as exc:
+        raise CheckpointError(f"{loaded.path}: its network does not match this experiment's configuration "
+                              f"({str(exc).splitlines()[0]})") from exc
+    return LoadedPolicy(actor_critic, rnn_size, device, loaded.path, int(loaded.state.get("env_steps", 0) or 0))

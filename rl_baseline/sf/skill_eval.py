@@ -1,0 +1,252 @@
+"""Forced-skill evaluation: hold the policy on one skill and measure what that skill does.
+
+``python -m scripts.main --evaluation True --eval_skill descender --train_dir ... --experiment ...``
+runs ``--eval_episodes`` episodes (``--eval_num_envs`` games stepped together, at most one
+per episode) in which no meta-policy runs: the policy's skill input is the one skill for
+the whole episode, and that skill's reward model rewards it (as in training). Each episode
+is scored with the skill's measures of :mod:`rl_baseline.tasks.skill_measures` -- the
+same tracker that logs the ``measures/...`` statistics during training. The ascender starts
+on level 3 (``--eval_start_depth``), reached by wizard-mode level teleport (death stays
+final).
+
+Writes ``{train_dir}/{experiment}/eval/skill_{skill}.json`` (per-episode measures, mean and
+95% confidence interval of each). :mod:`scripts.skill_report` runs this for every skill
+and three policies (trained, untrained, uniform random) and tabulates the results.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, finalize_cfg, forced_skill, validate_cfg
+from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
+
+logger = logging.getLogger(__name__)
+
+_REGISTERED: list[bool] = []  # sample-factory's registry is per process: register once
+
+#: the three policies of the skill report
+POLICY_KINDS = ("trained", "untrained", "random")
+
+# Student's t quantile t(0.975, df): the 95% interval of a mean from a few episodes.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def t975(df: int) -> float:
+    if df < 1:
+        return math.nan
+    if df <= len(_T975):
+        return _T975[df - 1]
+    for bound, value in ((40, 2.021), (60, 2.000), (120, 1.980)):
+        if df <= bound:
+            return value
+    return 1.960
+
+
+def mean_ci95(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high) with Student's t interval; one value gives no interval (nan bounds)."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(x.mean())
+    if x.size == 1:
+        return mean, math.nan, math.nan
+    half = t975(x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return mean, mean - half, mean + half
+
+
+@dataclass
+class SkillEpisode:
+    """One forced-skill episode: the skill's measures and how the episode went."""
+
+    measures: dict[str, float]
+    length: int
+    ended_by: str  # game (death or the game's end), step_limit
+    start_depth: int
+    max_depth: int
+    intrinsic_return: float
+    nonzero_fraction: float
+
+
+@dataclass
+class SkillEvalResult:
+    skill: str
+    policy: str  # trained | untrained | random
+    episodes: list[SkillEpisode] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        measures = {}
+        for m in SKILL_MEASURES[self.skill]:
+            values = [e.measures[m] for e in self.episodes]
+            mean, lo, hi = mean_ci95(values)
+            measures[m] = {"mean": mean, "ci95": [lo, hi], "values": values}
+        lengths = [e.length for e in self.episodes]
+        return {
+            "skill": self.skill,
+            "policy": self.policy,
+            "main_measure": MAIN_MEASURE[self.skill],
+            "episodes": len(self.episodes),
+            "measures": measures,
+            "mean_length": float(np.mean(lengths)) if lengths else math.nan,
+            "deaths": sum(e.ended_by == "game" for e in self.episodes),
+            "mean_intrinsic_return": float(np.mean([e.intrinsic_return for e in self.episodes]))
+            if self.episodes else math.nan,
+            "mean_nonzero_fraction": float(np.mean([e.nonzero_fraction for e in self.episodes]))
+            if self.episodes else math.nan,
+            "per_episode": [asdict(e) for e in self.episodes],
+        }
+
+
+def _finished(env: Any, skill: str, length: int, ended_by: str, start_depth: int) -> SkillEpisode:
+    st = env.stats
+    idx = env.skill_names.index(skill)
+    steps = int(st.time[idx])
+    return SkillEpisode(
+        measures={m: float(v) for m, v in st.measures.values[skill].items()},
+        length=length, ended_by=ended_by, start_depth=start_depth, max_depth=int(st.max_depth),
+        intrinsic_return=float(st.intrinsic[idx]),
+        nonzero_fraction=float(st.nonzero[idx]) / steps if steps else 0.0,
+    )
+
+
+def run_skill_episodes(envs: Sequence[Any], policy: Any, skill: str, episodes: int, policy_kind: str = "trained",
+                       seed: int = 0, progress: bool = True) -> SkillEvalResult:
+    """Steps ``envs`` (skill environments holding ``skill``) with ``policy`` until ``episodes``
+    episodes have finished; games are seeded ``seed * 100_003 + game index`` and then
+    continue their own random streams."""
+    result = SkillEvalResult(skill, policy_kind)
+    n = len(envs)
+    obs, start_depths = [], []
+    for i, env in enumerate(envs):
+        o, info = env.reset(seed=int(seed) * 100_003 + i)
+        if env.skill != skill:
+            raise ValueError(f"env {i} runs skill {env.skill}, expected {skill}")
+        obs.append(o)
+        start_depths.append(int(info.get("depth", 1)))
+    lengths = np.zeros(n, dtype=np.int64)
+    active = np.ones(n, dtype=bool)
+    started = n
+    bar = tqdm(total=episodes, desc=f"{skill} ({policy_kind})", disable=None if progress else True)
+    while active.any() and len(result.episodes) < episodes:
+        actions = policy.act(obs)
+        for i, env in enumerate(envs):
+            if not active[i]:
+                continue
+            o, _, terminated, truncated, info = env.step(int(actions[i]))
+            lengths[i] += 1
+            if terminated or truncated:
+                ended_by = "step_limit" if truncated or not _is_game_over(info) else "game"
+                result.episodes.append(_finished(env, skill, int(lengths[i]), ended_by, start_depths[i]))
+                bar.update(1)
+                lengths[i] = 0
+                policy.episode_ended(i)
+                if started < episodes:
+                    started += 1
+                    o, info = env.reset()
+                    start_depths[i] = int(info.get("depth", 1))
+                else:
+                    active[i] = False
+            obs[i] = o
+    bar.close()
+    result.episodes = result.episodes[:episodes]
+    return result
+
+
+def _is_game_over(info: dict) -> bool:
+    """The game itself ended (NLE's end status DEATH or TASK_SUCCESSFUL), not the step limit
+    (ABORTED)."""
+    status = info.get("end_status")
+    return status is not None and int(status) >= 1
+
+
+def skill_env_config(cfg: Any) -> SkillEnvConfig:
+    """The environment of a forced-skill evaluation (``cfg.eval_skill`` set, ``cfg.evaluation``)."""
+    if forced_skill(cfg) is None:
+        raise ConfigError("--eval_skill: name the skill to hold (forced-skill evaluation needs --evaluation True)")
+    return SkillEnvConfig.from_cfg(cfg)
+
+
+def evaluate_skill_with(cfg: Any, policy_kind: str, episodes: int, num_envs: int, seed: int = 0,
+                        progress: bool = True, init_seed: int = 0) -> tuple[SkillEvalResult, dict]:
+    """One policy (``trained``, ``untrained`` or ``random``) held on ``cfg.eval_skill``."""
+    from rl_baseline.sf.env import build_skill_env, register_envs
+    from rl_baseline.sf.policy import UniformRandomPolicy, load_policy
+
+    if policy_kind not in POLICY_KINDS:
+        raise ValueError(f"policy kind {policy_kind!r}: expected one of {', '.join(POLICY_KINDS)}")
+    if not _REGISTERED:
+        register_envs()
+        _REGISTERED.append(True)
+    validate_cfg(cfg)  # the reward models exist and load, before any game starts
+    skill = forced_skill(cfg)
+    n_envs = max(1, min(int(num_envs), int(episodes)))
+    envs = [build_skill_env(skill_env_config(cfg)) for _ in range(n_envs)]
+    info: dict[str, Any] = {"checkpoint": None, "env_steps": 0}
+    try:
+        if policy_kind == "random":
+            policy: Any = UniformRandomPolicy(envs[0].action_space.n, seed=seed)
+        else:
+            loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space,
+                                 untrained=policy_kind == "untrained", init_seed=init_seed)
+            policy = loaded.acting(n_envs, bool(getattr(cfg, "eval_deterministic_actions", False)))
+            info = {"checkpoint": str(loaded.checkpoint) if loaded.checkpoint else None,
+                    "env_steps": loaded.env_steps}
+        result = run_skill_episodes(envs, policy, skill, int(episodes), policy_kind, seed=seed, progress=progress)
+    finally:
+        for env in envs:
+            env.close()
+    info["start_depth"] = skill_env_config(cfg).start_depth
+    return result, info
+
+
+def write_json(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+def format_measure(stat: dict) -> str:
+    mean, (lo, hi) = stat["mean"], stat["ci95"]
+    if not np.isfinite(mean):
+        return "n/a"
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{mean:.3g}"
+    return f"{mean:.3g} [{lo:.3g}, {hi:.3g}]"
+
+
+def evaluate_skill(cfg: Any) -> dict:
+    """``scripts.main --evaluation True --eval_skill S``: the trained policy held on one skill."""
+    from sample_factory.cfg.arguments import load_from_checkpoint
+
+    from rl_baseline.sf.evaluate import EVAL_FLAGS, eval_dir
+
+    invocation = {k: getattr(cfg, k) for k in EVAL_FLAGS if hasattr(cfg, k)}
+    cfg = load_from_checkpoint(cfg)
+    for k, v in invocation.items():  # this call's evaluation flags, not those saved at training time
+        cfg[k] = v
+    cfg.evaluation = True
+    finalize_cfg(cfg)
+    skill = forced_skill(cfg)
+    result, info = evaluate_skill_with(cfg, "trained", int(cfg.eval_episodes), int(cfg.eval_num_envs),
+                                       seed=int(cfg.seed or 0))
+    summary = result.summary()
+    summary.update(experiment=cfg.experiment, checkpoint=info["checkpoint"], env_steps=info["env_steps"],
+                   start_depth=info["start_depth"],
+                   start_note="wizard-mode level teleport after reset" if info["start_depth"] > 1 else "level 1")
+    path = write_json(eval_dir(cfg) / f"skill_{skill}.json", summary)
+    parts = ", ".join(f"{m} {format_measure(s)}" for m, s in summary["measures"].items())
+    logger.info("%s held for %d episodes (checkpoint %s): %s (mean [95%% CI]); wrote %s", skill,
+                summary["episodes"], info["checkpoint"], parts, path)
+    return summary

@@ -1,0 +1,179 @@
+"""The skill report: what each skill does when held, for a trained policy and two baselines.
+
+For every skill the policy was trained with, :mod:`rl_baseline.sf.skill_eval` holds the skill
+for ``episodes`` episodes with three policies:
+
+* ``trained`` -- the experiment's newest checkpoint;
+* ``untrained`` -- the same network with freshly initialised weights (what training started from);
+* ``random`` -- uniformly random actions from the env's action set.
+
+Each episode is scored with the skill's measures (:mod:`rl_baseline.tasks.skill_measures`);
+the report gives the mean and Student's t 95% confidence interval of each, and whether the
+trained policy beats the random one on the skill's main measure with non-overlapping
+intervals. Writes ``skill_report.md``, ``skill_report.json`` and ``skill_report.png`` into
+the policy folder.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from rl_baseline.sf.skill_eval import POLICY_KINDS, evaluate_skill_with, format_measure, write_json
+from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
+from rlaif.skills import SKILLS
+
+logger = logging.getLogger(__name__)
+
+REPORT_MD, REPORT_JSON, REPORT_PNG = "skill_report.md", "skill_report.json", "skill_report.png"
+
+
+@dataclass
+class SkillReportConfig:
+    policy_dir: str
+    episodes: int = 10
+    num_envs: int = 10
+    skills: tuple[str, ...] = ()  # () = every skill the policy was trained with
+    policies: tuple[str, ...] = POLICY_KINDS
+    seed: int = 0
+    max_episode_steps: Optional[int] = None  # None = the experiment's own
+    progress: bool = True
+
+
+def beats(a: dict, b: dict) -> Optional[bool]:
+    """Whether measure ``a`` is above ``b`` with non-overlapping 95% intervals (None: no interval)."""
+    lo_a, hi_b = a["ci95"][0], b["ci95"][1]
+    if not (np.isfinite(lo_a) and np.isfinite(hi_b)):
+        return None
+    return bool(lo_a > hi_b)
+
+
+def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
+    """Runs every (skill, policy) evaluation and writes the three report files."""
+    from rl_baseline.sf.policy import experiment_cfg
+
+    policy_dir = Path(config.policy_dir)
+    base = experiment_cfg(policy_dir, ["--eval_skill", SKILLS[0]])
+    trained_with = SKILLS[: int(base.num_skills)]
+    skills = tuple(config.skills) or trained_with
+    for s in skills:
+        if s not in SKILLS:
+            raise ValueError(f"--skills: unknown skill {s!r}; expected some of {', '.join(SKILLS)}")
+        if s not in trained_with:
+            raise ValueError(f"--skills: the policy in {policy_dir} was trained with {', '.join(trained_with)}, "
+                             f"not with {s}")
+    report: dict[str, Any] = {"policy_dir": str(policy_dir), "episodes": int(config.episodes),
+                              "seed": int(config.seed), "policies": list(config.policies), "skills": {}}
+    for skill in skills:
+        overrides = ["--eval_skill", skill]
+        if config.max_episode_steps:
+            overrides += ["--max_episode_steps", str(int(config.max_episode_steps))]
+        cfg = experiment_cfg(policy_dir, overrides)
+        entry: dict[str, Any] = {"main_measure": MAIN_MEASURE[skill], "policies": {}}
+        for kind in config.policies:
+            result, info = evaluate_skill_with(cfg, kind, config.episodes, config.num_envs, seed=config.seed,
+                                               progress=config.progress, init_seed=config.seed)
+            summary = result.summary()
+            summary.update(info)
+            entry["policies"][kind] = summary
+            entry["start_depth"] = info["start_depth"]
+            main = summary["measures"][MAIN_MEASURE[skill]]
+            logger.info("%s, %s policy: %s %s", skill, kind, MAIN_MEASURE[skill], format_measure(main))
+        pols = entry["policies"]
+        if "trained" in pols and "random" in pols:
+            entry["trained_beats_random"] = beats(pols["trained"]["measures"][MAIN_MEASURE[skill]],
+                                                  pols["random"]["measures"][MAIN_MEASURE[skill]])
+        if "trained" in pols and "untrained" in pols:
+            entry["trained_beats_untrained"] = beats(pols["trained"]["measures"][MAIN_MEASURE[skill]],
+                                                     pols["untrained"]["measures"][MAIN_MEASURE[skill]])
+        report["skills"][skill] = entry
+        trained = pols.get("trained") or {}
+        report.setdefault("checkpoint", trained.get("checkpoint"))
+        report.setdefault("env_steps", trained.get("env_steps"))
+    write_json(policy_dir / REPORT_JSON, report)
+    (policy_dir / REPORT_MD).write_text(report_markdown(report))
+    plot_skill_report(report, policy_dir / REPORT_PNG)
+    return report
+
+
+def _verdict(value: Optional[bool]) -> str:
+    return "n/a" if value is None else ("yes" if value else "no")
+
+
+def report_markdown(report: dict[str, Any]) -> str:
+    pols = report["policies"]
+    lines = [
+        f"Policy `{report['policy_dir']}` (checkpoint at {report.get('env_steps')} env steps); each skill held "
+        f"for {report['episodes']} episodes per policy; mean [95% CI] per episode. `untrained`: the same "
+        "network with initial weights; `random`: uniformly random actions. Main measure in **bold**.",
+        "",
+        "| skill | measure | " + " | ".join(pols) + " | trained > random |",
+        "|---|---|" + "---|" * len(pols) + "---|",
+    ]
+    for skill, entry in report["skills"].items():
+        for m in SKILL_MEASURES[skill]:
+            main = m == entry["main_measure"]
+            cells = [format_measure(entry["policies"][k]["measures"][m]) for k in pols]
+            verdict = _verdict(entry.get("trained_beats_random")) if main else ""
+            name = f"**{m}**" if main else m
+            lines.append(f"| {skill} | {name} | " + " | ".join(cells) + f" | {verdict} |")
+    lines.append("")
+    starts = {s: e.get("start_depth", 1) for s, e in report["skills"].items() if e.get("start_depth", 1) > 1}
+    if starts:
+        lines.append("Episodes of " + ", ".join(f"{s} start on level {d}" for s, d in starts.items())
+                     + " (wizard-mode level teleport after reset; death stays final).")
+    lines.append("`trained > random`: the trained policy's interval lies above the random policy's "
+                 "(non-overlapping 95% confidence intervals) on the main measure.")
+    return "\n".join(lines) + "\n"
+
+
+def plot_skill_report(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    skills = list(report["skills"])
+    pols = report["policies"]
+    fig, axes = plt.subplots(1, max(1, len(skills)), figsize=(3.2 * max(1, len(skills)), 3.4), squeeze=False)
+    colours = {"trained": "tab:blue", "untrained": "tab:gray", "random": "tab:orange"}
+    for ax, skill in zip(axes[0], skills):
+        entry = report["skills"][skill]
+        m = entry["main_measure"]
+        means, errs = [], [[], []]
+        for k in pols:
+            st = entry["policies"][k]["measures"][m]
+            mean, (lo, hi) = st["mean"], st["ci95"]
+            means.append(mean if np.isfinite(mean) else 0.0)
+            errs[0].append(mean - lo if np.isfinite(lo) else 0.0)
+            errs[1].append(hi - mean if np.isfinite(hi) else 0.0)
+        ax.bar(pols, means, yerr=errs, capsize=5, color=[colours.get(k, "tab:green") for k in pols])
+        ax.set_title(skill)
+        ax.set_ylabel(m.replace("_", " "))
+        ax.tick_params(axis="x", rotation=20)
+    fig.suptitle(f"skills held one at a time ({report['episodes']} episodes each, 95% CI)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def check_policy_dir(policy_dir: str | Path) -> Path:
+    """The policy folder, or :class:`FileNotFoundError` saying what is missing."""
+    from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
+
+    path = Path(policy_dir)
+    if not path.is_dir():
+        raise FileNotFoundError(f"--policy_dir {path}: no such folder")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"--policy_dir {path}: no config.json; expected a folder {{train_dir}}/{{experiment}} "
+                                "written by scripts.main")
+    if not list_checkpoints(checkpoint_dir(path.parent, path.name)):
+        raise FileNotFoundError(f"--policy_dir {path}: no checkpoint_p0/checkpoint_*.pth; train first")
+    return path
+
+
+__all__: Sequence[str] = ("SkillReportConfig", "build_skill_report", "report_markdown", "plot_skill_report",
+                          "check_policy_dir", "beats")

@@ -1,0 +1,195 @@
+"""What each skill achieves while it is active: one definition for training and evaluation.
+
+The measures (per episode, counting only the steps on which that skill was the active one):
+
+========== ======================== ==========================================================
+skill      measure                  definition
+========== ======================== ==========================================================
+discoverer cells_per_1000_steps     map cells revealed (a cell of a level's map that was blank
+                                    and no longer is; each level's own best count, so a level
+                                    seen again is not counted twice) per 1000 active steps
+discoverer new_levels               dungeon levels entered for the first time
+descender  levels_descended         dungeon levels gone down (sum of depth increases)
+descender  steps_to_first_descent   active steps before the first descent; an episode without
+                                    one counts all its active steps (censored)
+ascender   levels_ascended          dungeon levels gone up (sum of depth decreases)
+merchant   shops_entered            a shopkeeper's greeting ("Welcome [again] to X's store!")
+merchant   sale_offers              a shopkeeper's sell offer ("X offers N gold pieces for ...")
+merchant   prices_identified        offers that identify the item's type by its price (as the
+                                    ``price`` task counts them: once per appearance)
+merchant   items_sold               completed sales (as the ``transactions`` task counts them)
+worshipper altars_found             levels on which an altar (``_`` in colour 7, as the skill
+                                    start checks read it) was first seen
+worshipper altar_drops              items landing on an altar (any message of it, status known
+                                    before or not)
+worshipper buc_identified           items whose blessed/uncursed/cursed status the altar
+                                    revealed (as the ``buc`` task counts them)
+========== ======================== ==========================================================
+
+Messages are read with the task detectors (:mod:`rl_baseline.tasks.detectors`): the skill
+statistics of training (``measures/{skill}/{measure}`` in tensorboard) and the forced-skill
+evaluation (``--eval_skill``) use this tracker, so they cannot disagree with the tasks.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+import numpy as np
+
+from rl_baseline.tasks.detectors import (
+    buc_from_altar_message,
+    identified_appearance,
+    is_sale_message,
+    parse_sale_offer,
+    step_messages,
+)
+from rlaif.skills import SKILLS
+
+SKILL_MEASURES: dict[str, tuple[str, ...]] = {
+    "discoverer": ("cells_per_1000_steps", "new_levels"),
+    "descender": ("levels_descended", "steps_to_first_descent"),
+    "ascender": ("levels_ascended",),
+    "merchant": ("shops_entered", "sale_offers", "prices_identified", "items_sold"),
+    "worshipper": ("altars_found", "altar_drops", "buc_identified"),
+}
+#: the measure that says whether the skill does its job (higher is better for every one)
+MAIN_MEASURE: dict[str, str] = {
+    "discoverer": "cells_per_1000_steps",
+    "descender": "levels_descended",
+    "ascender": "levels_ascended",
+    "merchant": "items_sold",
+    "worshipper": "buc_identified",
+}
+assert set(SKILL_MEASURES) == set(SKILLS) and all(MAIN_MEASURE[s] in SKILL_MEASURES[s] for s in SKILLS)
+
+SPACE = ord(" ")
+ALTAR_CHAR, ALTAR_COLOUR = ord("_"), 7
+_SHOP_GREETING = re.compile(r"Welcome(?: again)? to [^!]*?'s? [^!]*!")
+
+
+def is_shop_greeting(msg: str) -> bool:
+    """A shopkeeper greeting the hero at the shop door (NetHack's ``u_entered_shop``)."""
+    return bool(_SHOP_GREETING.search(msg or ""))
+
+
+def altar_in_view(chars: np.ndarray, colors: np.ndarray) -> bool:
+    """An altar shown on the map (``_`` in colour 7; an iron chain is a cyan ``_``)."""
+    if b"_" not in chars.tobytes():  # the usual case, checked every step: a byte search is cheapest
+        return False
+    return bool(np.any((chars == ALTAR_CHAR) & (colors == ALTAR_COLOUR)))
+
+
+class SkillMeasures:
+    """Per-episode measures of every skill, each counted while that skill is active.
+
+        m = SkillMeasures()
+        m.reset(info, obs["chars"], obs["colors"])
+        m.update(info, obs["chars"], obs["colors"], "discoverer")   # after every step
+        m.values["discoverer"]["cells_per_1000_steps"]
+    """
+
+    def __init__(self, skills: tuple[str, ...] = tuple(SKILLS)) -> None:
+        self.skills = tuple(skills)
+        self.reset(None, None, None)
+
+    def reset(self, info: Optional[dict], chars: Optional[np.ndarray], colors: Optional[np.ndarray]) -> None:
+        self.counts: dict[str, dict[str, float]] = {s: {m: 0.0 for m in SKILL_MEASURES[s]} for s in self.skills}
+        self.steps = {s: 0 for s in self.skills}
+        self.cells_revealed = {s: 0 for s in self.skills}
+        self._first_descent: Optional[int] = None
+        self._level_best: dict[tuple[int, int], int] = {}
+        self._altar_levels: set[tuple[int, int]] = set()
+        self._priced: set[str] = set()
+        self._level: Optional[tuple[int, int]] = None
+        self._depth: Optional[int] = None
+        if info is not None and chars is not None:
+            self._level = self._level_of(info)
+            self._depth = int(info.get("depth", 1))
+            self._level_best[self._level] = int(np.count_nonzero(chars != SPACE))
+            if colors is not None and altar_in_view(chars, colors):
+                self._altar_levels.add(self._level)
+
+    @staticmethod
+    def _level_of(info: dict) -> tuple[int, int]:
+        return int(info.get("dungeon_number", 0)), int(info.get("dungeon_level", info.get("depth", 1)))
+
+    def update(self, info: dict, chars: np.ndarray, colors: np.ndarray, skill: str) -> None:
+        c = self.counts.get(skill)
+        if c is None:
+            return
+        self.steps[skill] += 1
+        depth = int(info.get("depth", self._depth or 1))
+        if depth < 1:  # the last step of a game that ended (NLE's final blstats are zeros): no map
+            for msg in step_messages(info):
+                self._read_message(msg, skill, c)
+            return
+        level = self._level_of(info)
+        if self._depth is not None and depth != self._depth:
+            if skill == "descender" and depth > self._depth:
+                c["levels_descended"] += depth - self._depth
+                if self._first_descent is None:
+                    self._first_descent = self.steps[skill]
+            elif skill == "ascender" and depth < self._depth:
+                c["levels_ascended"] += self._depth - depth
+        self._depth = depth
+        cells = int(np.count_nonzero(chars != SPACE))
+        if level not in self._level_best:
+            self._level_best[level] = cells  # the first view of a new level comes with arriving, not exploring
+            if skill == "discoverer":
+                c["new_levels"] += 1
+        elif cells > self._level_best[level]:
+            self.cells_revealed[skill] += cells - self._level_best[level]
+            self._level_best[level] = cells
+        if level not in self._altar_levels and altar_in_view(chars, colors):
+            self._altar_levels.add(level)
+            if skill == "worshipper":
+                c["altars_found"] += 1
+        self._level = level
+        for msg in step_messages(info):
+            self._read_message(msg, skill, c)
+
+    def _read_message(self, msg: str, skill: str, c: dict[str, float]) -> None:
+        if skill == "merchant":
+            if is_shop_greeting(msg):
+                c["shops_entered"] += 1
+            offer = parse_sale_offer(msg)
+            if offer is not None:
+                c["sale_offers"] += 1
+                key = identified_appearance(offer)
+                if key is not None and key not in self._priced:
+                    self._priced.add(key)
+                    c["prices_identified"] += 1
+            if is_sale_message(msg) > 0:
+                c["items_sold"] += 1
+        elif skill == "worshipper":
+            if buc_from_altar_message(msg, require_unknown=False) is not None:
+                c["altar_drops"] += 1
+                if buc_from_altar_message(msg) is not None:
+                    c["buc_identified"] += 1
+
+    @property
+    def values(self) -> dict[str, dict[str, float]]:
+        """Each skill's measures for the episode so far (rates from the skill's active steps)."""
+        out: dict[str, dict[str, float]] = {}
+        for s in self.skills:
+            v = dict(self.counts[s])
+            if s == "discoverer":
+                n = self.steps[s]
+                v["cells_per_1000_steps"] = 1000.0 * self.cells_revealed[s] / n if n else 0.0
+            if s == "descender":
+                v["steps_to_first_descent"] = float(self._first_descent if self._first_descent is not None
+                                                    else self.steps[s])
+            out[s] = v
+        return out
+
+    def summary(self) -> dict[str, float]:
+        """``measures/{skill}/{measure}`` for the skills that were active this episode (tensorboard)."""
+        vals = self.values
+        return {f"measures/{s}/{m}": float(v) for s in self.skills if self.steps[s] > 0
+                for m, v in vals[s].items()}
+
+
+def measures_of(values: dict[str, dict[str, float]], skill: str) -> dict[str, Any]:
+    """One skill's measures in the order of :data:`SKILL_MEASURES`."""
+    return {m: values[skill][m] for m in SKILL_MEASURES[skill]}

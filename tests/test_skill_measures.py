@@ -1,0 +1,178 @@
+"""Skill measures (rl_baseline/tasks/skill_measures.py) on live wizard-mode games.
+
+One tracker scores what a skill achieved while active, for the training statistics and for
+the forced-skill evaluation (``--eval_skill``); these tests drive real NetHack games through
+the skill runtime with one skill held.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rl_baseline.envs import make_monk_env
+from rl_baseline.intrinsic_reward import IntrinsicReward, ScoreCache
+from rl_baseline.nethack.actions import action_index
+from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, parse_cfg
+from rl_baseline.sf.env import StartDepth
+from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
+from rl_baseline.tasks.skill_measures import SkillMeasures, altar_in_view, is_shop_greeting
+from rlaif.skills import SKILLS
+
+
+class ZeroModel:
+    def score(self, messages, depth_change):
+        return np.zeros(len(messages), dtype=np.float32)
+
+    def threshold(self, q):
+        return 1.0
+
+
+def held(skill: str, start_depth: int = 1, max_episode_steps: int = 400) -> SkillRuntime:
+    reward = IntrinsicReward([ZeroModel() for _ in SKILLS], [0.5] * len(SKILLS), beta=3.0, llm_coef=0.1,
+                             extrinsic_coef=0.0, cache=ScoreCache())
+    env = make_monk_env(wizard=True, final_death=True, max_episode_steps=max_episode_steps)
+    if start_depth > 1:
+        env = StartDepth(env, start_depth)
+    return SkillRuntime(env, lambda: SingleSkillPolicy(skill), reward)
+
+
+def _reset(env: SkillRuntime, seed: int):
+    env.unwrapped.seed(seed, seed + 1000, reseed=False)  # NLE 1.0 ignores reset(seed=...)
+    return env.reset()
+
+
+def _hero(raw: dict) -> tuple[int, int]:
+    return int(raw["blstats"][0]), int(raw["blstats"][1])
+
+
+MOVES = ("east", "west", "north", "south", "northeast", "southwest", "northwest", "southeast")
+BACK = dict(zip(MOVES, ("west", "east", "south", "north", "southwest", "northeast", "southeast", "northwest")))
+
+
+def test_worshipper_finds_an_altar_and_is_credited_with_drops_and_identifications():
+    env = held("worshipper")
+    try:
+        _reset(env, 3)
+        game = env.unwrapped
+        game.wizard_wish("altar")  # under the hero, who hides it
+        altar_at = _hero(game.current_observation())
+        for move in MOVES:
+            env.step(action_index(move))
+            if _hero(game.current_observation()) != altar_at:
+                break
+        else:
+            pytest.skip("the hero could not move on this map")
+        raw = game.current_observation()
+        assert altar_in_view(raw["chars"], raw["colors"])
+        assert env.stats.measures.values["worshipper"]["altars_found"] == 1
+        env.step(action_index(BACK[move]))
+        assert _hero(game.current_observation()) == altar_at
+        game.wizard_wish("cursed scroll of teleportation")
+        _, _, _, _, info = env.step(action_index("drop"))  # drops the first new item
+        assert any("black flash" in m for m in info["messages"]), info["messages"]
+        game.wizard_wish("uncursed ring of adornment")  # a wish does not tell the hero its status
+        _, _, _, _, info = env.step(action_index("drop"))
+        assert any("lands on the altar" in m for m in info["messages"]), info["messages"]
+        values = env.stats.measures.values["worshipper"]
+        assert values == {"altars_found": 1.0, "altar_drops": 2.0, "buc_identified": 2.0}
+        # an item whose status the hero knew lands on the altar but identifies nothing
+        raw = game.current_observation()
+        known = {"depth": 1, "dungeon_number": 0, "dungeon_level": 1,
+                 "messages": ["There is a black flash as a cursed scroll labeled FOO hits the altar."]}
+        env.stats.measures.update(known, raw["chars"], raw["colors"], "worshipper")
+        values = env.stats.measures.values["worshipper"]
+        assert values["altar_drops"] == 3.0 and values["buc_identified"] == 2.0
+        # the training statistics hand out the same numbers
+        summary = env.stats.summary(env.skill_names, 0.0)
+        assert summary["measures/worshipper/buc_identified"] == 2.0 == summary["skills/worshipper_success"]
+        assert "measures/merchant/items_sold" not in summary  # the merchant was never active
+    finally:
+        env.close()
+
+
+def test_discoverer_cells_per_1000_steps_count_each_newly_seen_cell_once():
+    env = held("discoverer")
+    try:
+        obs, info = _reset(env, 5)
+        game = env.unwrapped
+        best = int(np.count_nonzero(game.current_observation()["chars"] != ord(" ")))
+        revealed, steps = 0, 0
+        rng = np.random.default_rng(0)
+        for _ in range(120):
+            _, _, term, trunc, info = env.step(action_index(MOVES[int(rng.integers(4))]))
+            steps += 1
+            assert not (term or trunc) and info["depth"] == 1
+            cells = int(np.count_nonzero(game.current_observation()["chars"] != ord(" ")))
+            revealed += max(0, cells - best)
+            best = max(best, cells)
+        assert revealed > 0, "walking around should reveal part of the map"
+        values = env.stats.measures.values["discoverer"]
+        assert values["cells_per_1000_steps"] == pytest.approx(1000.0 * revealed / steps)
+        assert values["new_levels"] == 0
+    finally:
+        env.close()
+
+
+def test_descent_and_ascent_are_credited_to_the_active_skill_only():
+    env = make_monk_env(wizard=True, max_episode_steps=100)
+    try:
+        _, info = env.reset()
+        raw = env.current_observation()
+        m = SkillMeasures()
+        m.reset(info, raw["chars"], raw["colors"])
+        info = env.wizard_level_teleport(3)
+        raw = env.current_observation()
+        m.update(info, raw["chars"], raw["colors"], "descender")
+        assert info["depth"] == 3
+        info = env.wizard_level_teleport(2)
+        raw = env.current_observation()
+        m.update(info, raw["chars"], raw["colors"], "discoverer")  # going up is not the descender's
+        info = env.wizard_level_teleport(1)
+        raw = env.current_observation()
+        m.update(info, raw["chars"], raw["colors"], "ascender")
+        values = m.values
+        assert values["descender"]["levels_descended"] == 2 and values["descender"]["steps_to_first_descent"] == 1
+        assert values["ascender"]["levels_ascended"] == 1
+        assert values["discoverer"]["new_levels"] == 1  # level 2 was new, level 1 was not
+    finally:
+        env.close()
+
+
+def test_ascender_starts_deeper_and_a_death_there_is_final_and_climbs_nothing():
+    env = held("ascender", start_depth=3)
+    try:
+        obs, info = _reset(env, 7)
+        assert info["depth"] == 3 and info["skill"] == "ascender"
+        assert int(env.unwrapped.current_observation()["blstats"][12]) == 3
+        pray = action_index("pray")
+        for _ in range(200):  # praying again and again angers the god until the hero dies
+            _, _, term, trunc, info = env.step(pray)
+            if term or trunc:
+                break
+        assert term and int(info["end_status"]) == 1, "the hero should die, not be offered to live on"
+        # the final step reports depth 0: not a climb of three levels
+        assert info["episode_extra_stats"]["measures/ascender/levels_ascended"] == 0
+    finally:
+        env.close()
+
+
+def test_shop_greeting_format():
+    # shk.c u_entered_shop: "%s, %s!  Welcome%s to %s %s!"
+    assert is_shop_greeting("Hello, Agent!  Welcome to Asidonhopo's general store!")
+    assert is_shop_greeting("Hello, Agent!  Welcome again to Izchaks' lighting store!")
+    assert not is_shop_greeting("Pilgrim, you enter a sacred place!")
+    assert not is_shop_greeting("You hear someone cursing shoplifters.")
+
+
+def test_forced_skill_flags_are_checked():
+    with pytest.raises(ConfigError, match="--eval_skill 'juggler'"):
+        parse_cfg(["--evaluation", "True", "--eval_skill", "juggler"])
+    with pytest.raises(ConfigError, match="trained with 2 skill"):
+        parse_cfg(["--evaluation", "True", "--eval_skill", "merchant", "--num_skills", "2"])
+    with pytest.raises(ConfigError, match="--evaluation True"):
+        parse_cfg(["--eval_skill", "descender"])
+    cfg = parse_cfg(["--evaluation", "True", "--eval_skill", "ascender"])
+    env_cfg = SkillEnvConfig.from_cfg(cfg)
+    assert env_cfg.forced_skill == "ascender" and env_cfg.start_depth == 3 and env_cfg.task is None
+    cfg = parse_cfg(["--evaluation", "True", "--eval_skill", "descender"])
+    assert SkillEnvConfig.from_cfg(cfg).start_depth == 1
