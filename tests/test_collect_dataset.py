@@ -218,6 +218,7 @@ def test_importing_rlaif_does_not_import_the_game():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.game_calendar
 def test_explorer_changes_level_more_often_than_random_play():
     """A small fixed-seed run of the real game: depth changes per policy."""
     config = CollectConfig(skill="descender", num_pairs=1, max_episode_steps=1500)

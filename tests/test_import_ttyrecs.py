@@ -77,6 +77,7 @@ def recorded(tmp_path_factory):
     return root / "nle_data", messages, stats
 
 
+@pytest.mark.game_calendar
 def test_import_recorded_games_yields_what_the_game_showed(recorded, tmp_path, capsys):
     ttyrec_dir, shown_messages, shown_stats = recorded
     args = ["--ttyrec_dir", str(ttyrec_dir), "--skill", "discoverer", "--num_pairs", "60", "--sample_prob", "1",

@@ -10,7 +10,8 @@ reward, skill, termination and skill statistics are hashed; the digests must equ
 recorded in ``tests/data/skill_env_trace.json``. Speed work on the environment must keep
 this test green (same observations, rewards and skill choices).
 
-Re-record only for an intended behaviour change::
+Re-record only for an intended behaviour change (the command pins NetHack's calendar as the suite
+does, see ``tests/game_calendar.py``)::
 
     python -m tests.test_skill_env_equivalence --write
 """
@@ -23,6 +24,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 TRACE = Path(__file__).resolve().parent / "data" / "skill_env_trace.json"
 STEPS = 3000
@@ -116,6 +118,7 @@ def record(steps: int = STEPS) -> list[str]:
         env.close()
 
 
+@pytest.mark.game_calendar
 def test_skill_env_matches_the_recorded_trace():
     expected = json.loads(TRACE.read_text())
     got = record(expected["steps"])
@@ -127,6 +130,11 @@ def test_skill_env_matches_the_recorded_trace():
 
 
 def main() -> None:
+    from tests.game_calendar import is_pinned, rerun_pinned
+
+    rerun_pinned()
+    if not is_pinned():
+        raise SystemExit("NetHack's calendar could not be pinned (no C compiler): the trace would depend on today's date")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help=f"record the trace into {TRACE}")
     parser.add_argument("--steps", type=int, default=STEPS, help="env steps in the trace")
