@@ -108,6 +108,7 @@ def test_discoverer_cells_per_1000_steps_count_each_newly_seen_cell_once():
         assert revealed > 0, "walking around should reveal part of the map"
         values = env.stats.measures.values["discoverer"]
         assert values["cells_per_1000_steps"] == pytest.approx(1000.0 * revealed / steps)
+        assert values["cells_revealed"] == revealed
         assert values["new_levels"] == 0
     finally:
         env.close()
@@ -176,3 +177,18 @@ def test_forced_skill_flags_are_checked():
     assert env_cfg.forced_skill == "ascender" and env_cfg.start_depth == 3 and env_cfg.task is None
     cfg = parse_cfg(["--evaluation", "True", "--eval_skill", "descender"])
     assert SkillEnvConfig.from_cfg(cfg).start_depth == 1
+
+
+def test_confidence_intervals_and_the_verdict():
+    from rl_baseline.sf.skill_eval import mean_ci95
+    from rl_baseline.skill_report import beats
+
+    mean, lo, hi = mean_ci95([1.0, 2.0, 3.0])
+    # mean 2, sample sd 1, t(0.975, 2) = 4.303: half width 4.303 / sqrt(3)
+    assert mean == 2.0 and hi - mean == pytest.approx(4.303 / 3 ** 0.5) and mean - lo == pytest.approx(hi - mean)
+    assert np.isnan(mean_ci95([5.0])[1]) and np.isnan(mean_ci95([])[0])
+    far = {"mean": 10.0, "ci95": [9.0, 11.0]}
+    near = {"mean": 8.5, "ci95": [7.0, 9.5]}
+    low = {"mean": 1.0, "ci95": [0.5, 1.5]}
+    assert beats(far, low) is True and beats(far, near) is False  # overlapping intervals are no win
+    assert beats({"mean": 1.0, "ci95": [float("nan")] * 2}, low) is None

@@ -8,6 +8,8 @@ skill      measure                  definition
 discoverer cells_per_1000_steps     map cells revealed (a cell of a level's map that was blank
                                     and no longer is; each level's own best count, so a level
                                     seen again is not counted twice) per 1000 active steps
+discoverer cells_revealed           the same cells, in all (a rate alone favours a policy that
+                                    dies early: the first room is most of what it sees)
 discoverer new_levels               dungeon levels entered for the first time
 descender  levels_descended         dungeon levels gone down (sum of depth increases)
 descender  steps_to_first_descent   active steps before the first descent; an episode without
@@ -47,7 +49,7 @@ from rl_baseline.tasks.detectors import (
 from rlaif.skills import SKILLS
 
 SKILL_MEASURES: dict[str, tuple[str, ...]] = {
-    "discoverer": ("cells_per_1000_steps", "new_levels"),
+    "discoverer": ("cells_per_1000_steps", "cells_revealed", "new_levels"),
     "descender": ("levels_descended", "steps_to_first_descent"),
     "ascender": ("levels_ascended",),
     "merchant": ("shops_entered", "sale_offers", "prices_identified", "items_sold"),
@@ -177,6 +179,7 @@ class SkillMeasures:
             if s == "discoverer":
                 n = self.steps[s]
                 v["cells_per_1000_steps"] = 1000.0 * self.cells_revealed[s] / n if n else 0.0
+                v["cells_revealed"] = float(self.cells_revealed[s])
             if s == "descender":
                 v["steps_to_first_descent"] = float(self._first_descent if self._first_descent is not None
                                                     else self.steps[s])
