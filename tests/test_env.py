@@ -240,3 +240,31 @@ def test_one_hundred_random_episodes_without_an_exception():
     finally:
         env.close()
     assert steps > 100 * 10
+
+
+def test_time_penalty_is_nles_on_a_live_game(env):
+    """The Monk env computes NLE's NetHackScore time penalty in Python numbers: same values, every mode."""
+    from types import SimpleNamespace
+
+    from nle.env.tasks import NetHackScore
+
+    rng = np.random.default_rng(3)
+    env.reset()
+    pairs = []
+    for _ in range(200):
+        before = tuple(a.copy() for a in env.unwrapped.last_observation)
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+        pairs.append((before, tuple(a.copy() for a in env.unwrapped.last_observation)))  # NLE reuses buffers
+        if terminated or truncated:
+            env.reset()
+    assert any(int(a[env.unwrapped._blstats_index][B.BL_TIME]) == int(b[env.unwrapped._blstats_index][B.BL_TIME])
+               for a, b in pairs), "some steps should leave game time unchanged"
+    for mode, step_penalty, time_penalty in (("constant", -0.01, 0.0), ("constant", -0.5, -0.02), ("linear", -0.01, 0.0)):
+        ours = env.unwrapped
+        ours.penalty_mode, ours.penalty_step, ours.penalty_time, ours._frozen_steps = mode, step_penalty, time_penalty, 0
+        nle = SimpleNamespace(penalty_mode=mode, penalty_step=step_penalty, penalty_time=time_penalty,
+                              _frozen_steps=0, _blstats_index=ours._blstats_index)
+        for before, after in pairs:
+            expected = NetHackScore._get_time_penalty(nle, before, after)
+            assert ours._get_time_penalty(before, after) == pytest.approx(float(expected))
+            assert ours._frozen_steps == nle._frozen_steps

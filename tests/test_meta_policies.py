@@ -157,6 +157,28 @@ def test_loader_falls_back_when_generated_code_raises(tmp_path, caplog):
     assert "gnomish seed 7" in caplog.text and "timed out" in caplog.text
 
 
+def test_one_timer_per_step_bounds_every_call_and_never_fires_outside_one(tmp_path):
+    """The runtime arms one timer for a step's calls: a hanging call is stopped, the step's next hanging
+    call too (fresh budget), an alarm between calls raises nothing, and nothing stays armed after the step."""
+    import signal
+    import time
+
+    _write_module(tmp_path, "gnomish", 8, BROKEN)
+    policy = meta_policy.load("gnomish", 8, root=tmp_path, config=meta_policy.MetaPolicyConfig(call_timeout_s=0.2))
+    policy.begin_step()
+    try:
+        assert policy.next_skill("discoverer", 2, 0, False, False) == "discoverer"  # endless loop: timed out
+        assert policy.next_skill("discoverer", 2, 0, False, False) == "discoverer"  # again, within the same step
+        time.sleep(0.3)  # the step's budget runs out in the runtime's own code: no exception here
+        assert policy.initial_skill == "descender"
+        assert policy.should_terminate("discoverer", 1, 1, 1, [False, False]) is True  # ZeroDivisionError
+    finally:
+        policy.end_step()
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert policy.num_errors == 3
+    time.sleep(0.3)  # nothing armed: nothing goes off
+
+
 def test_loader_refuses_unsafe_module_and_reports_missing_ones(tmp_path):
     _write_module(tmp_path, "delphi", 1, "import os\n" + BROKEN)
     with pytest.raises(meta_policy.MetaPolicyError, match="import of 'os'"):

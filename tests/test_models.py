@@ -313,6 +313,67 @@ def test_each_input_reaches_the_features(nle_obs):
             assert not torch.allclose(ref, enc(_batch([v])))
 
 
+def _random_batch(lengths: list[int], seed: int = 0) -> dict[str, torch.Tensor]:
+    """Observations with random crops and stats, and messages of the given byte lengths."""
+    g = torch.Generator().manual_seed(seed)
+    b = len(lengths)
+    message = torch.zeros(b, 256, dtype=torch.uint8)
+    for i, n in enumerate(lengths):
+        message[i, :n] = torch.randint(32, 127, (n,), generator=g, dtype=torch.uint8)
+    onehot = torch.zeros(b, NUM_SKILLS)
+    onehot[torch.arange(b), torch.arange(b) % NUM_SKILLS] = 1.0
+    return {
+        "crop_chars": torch.randint(0, 256, (b, 12, 12), generator=g, dtype=torch.uint8),
+        "crop_colors": torch.randint(0, 16, (b, 12, 12), generator=g, dtype=torch.uint8),
+        "blstats": torch.randint(0, 30, (b, 27), generator=g).float(),
+        "message": message,
+        "skill_onehot": onehot,
+        "skill_id": (torch.arange(b) % NUM_SKILLS).float().unsqueeze(1),
+        "monk_features": torch.zeros(b, 3),
+    }
+
+
+@pytest.mark.parametrize("lengths", [[0], [0, 0, 0], [1, 5, 40], [80, 3, 0, 17], [242, 1], [243, 9], [256, 0]])
+def test_fast_encoder_is_the_pixel_encoder(lengths):
+    """The glyph-table first layer and the message CNN read up to the longest message: same outputs and
+    same gradients as rendering the crop to pixels and reading all 256 message bytes."""
+    enc = _encoder().train()
+    batch = _random_batch(lengths, seed=len(lengths))
+    fast = enc(batch)
+    reference = enc.forward_by_pixels(batch)
+    assert torch.allclose(fast, reference, atol=1e-5), (fast - reference).abs().max()
+    weights = torch.randn_like(fast)
+    grads_fast = torch.autograd.grad((fast * weights).sum(), list(enc.parameters()), allow_unused=True)
+    grads_ref = torch.autograd.grad((reference * weights).sum(), list(enc.parameters()), allow_unused=True)
+    for (name, _), a, b in zip(enc.named_parameters(), grads_fast, grads_ref):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), (name, (a - b).abs().max())
+
+
+def test_inference_caches_follow_weight_updates():
+    """Inference caches the first layer's per-glyph table and the all-zero message's CNN output; an
+    in-place weight update (an optimiser step, sample-factory's load_state_dict) must invalidate both."""
+    enc = _encoder()
+    batch = _random_batch([10, 30])
+    with torch.inference_mode():
+        before = enc(batch)
+        assert torch.equal(enc(batch), before)  # served from the cache
+    with torch.no_grad():
+        enc.crop_cnn[0].weight.mul_(1.5)
+        enc.msg_embed.weight[0].add_(0.5)  # the padding byte's embedding: what the message cache holds
+    with torch.inference_mode():
+        after = enc(batch)
+        assert not torch.allclose(after, before)
+        assert torch.allclose(after, enc.forward_by_pixels(batch), atol=1e-5)
+    state = {k: v.clone() for k, v in enc.state_dict().items()}
+    with torch.no_grad():
+        enc.crop_cnn[0].bias.add_(1.0)
+    enc.load_state_dict(state)
+    with torch.inference_mode():
+        assert torch.allclose(enc(batch), after, atol=1e-6)
+
+
 def test_skill_one_hot_skips_to_the_core(nle_obs, sf_model_factory):
     """The core input holds the skill one-hot itself: with the stats MLP zeroed the skill still counts."""
     enc = _encoder()

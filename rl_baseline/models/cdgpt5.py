@@ -224,6 +224,7 @@ class CDGPT5Encoder(Encoder):
         self.msg_fc = nn.Sequential(nn.Linear(m2, mc.msg_out), act())
 
         self.fuse = nn.Sequential(nn.Linear(mc.crop_out + mc.stats_hidden + mc.msg_out, mc.out_size), act())
+        self._weight_cache: dict[str, tuple[tuple, torch.Tensor]] = {}  # see _weights_only
         logger.info("CDGPT5 encoder: %d parameters, %d skills", sum(p.numel() for p in self.parameters()), self.num_skills)
 
     def get_out_size(self) -> int:
@@ -237,8 +238,7 @@ class CDGPT5Encoder(Encoder):
         return render_grid_torch(crop_chars, crop_colors, self.atlas)
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
-        rgb = self.render(obs_dict["crop_chars"], obs_dict["crop_colors"]).float() * (1.0 / 255.0)
-        crop = self.crop_fc(self.crop_cnn(rgb))
+        crop = self.crop_fc(self.crop_cnn[1:](self.cell_features(obs_dict["crop_chars"], obs_dict["crop_colors"])))
 
         skill = obs_dict["skill_onehot"].float()
         stats_in = torch.cat(
@@ -246,13 +246,105 @@ class CDGPT5Encoder(Encoder):
         )
         stats = self.stats_mlp(stats_in)
 
-        msg = obs_dict["message"].long().clamp(0, 255)
-        msg = self.msg_embed(msg).transpose(1, 2)  # [B, embed, 256]
-        msg = self.msg_fc(self.msg_cnn(msg))
+        msg = self.msg_fc(self.message_features(obs_dict["message"]))
 
         # the stats MLP's input goes on to the core unchanged (the release's skip of its
         # normalised blstats, which end with the skill one-hot)
         return torch.cat([self.fuse(torch.cat([crop, stats, msg], dim=1)), stats_in], dim=1)
+
+    def forward_by_pixels(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """:meth:`forward` as the layers are written down: the crop rendered to 72x72 RGB and read by
+        the whole crop CNN, the message CNN over all 256 bytes. Same function, several times slower;
+        kept as the reference the fast path is tested against."""
+        rgb = self.render(obs_dict["crop_chars"], obs_dict["crop_colors"]).float() * (1.0 / 255.0)
+        crop = self.crop_fc(self.crop_cnn(rgb))
+        skill = obs_dict["skill_onehot"].float()
+        stats_in = torch.cat(
+            [self.blstats_norm(obs_dict["blstats"]), self.monk_norm(obs_dict["monk_features"]), skill], dim=1
+        )
+        stats = self.stats_mlp(stats_in)
+        msg = self.msg_embed(obs_dict["message"].long().clamp(0, 255)).transpose(1, 2)  # [B, embed, 256]
+        msg = self.msg_fc(self.msg_cnn(msg))
+        return torch.cat([self.fuse(torch.cat([crop, stats, msg], dim=1)), stats_in], dim=1)
+
+    # -- the fast path -------------------------------------------------------------------------
+    def _weights_only(self, name: str, params: tuple[torch.Tensor, ...], compute: Any) -> torch.Tensor:
+        """``compute()``, a value that depends on the weights ``params`` only, cached while no gradient
+        is needed (inference). The key holds the tensors' version counters, which every in-place
+        weight update (an optimiser step, sample-factory's ``load_state_dict``) bumps."""
+        if torch.is_grad_enabled():
+            return compute()
+        key = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in params)
+        cached = self._weight_cache.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        value = compute()
+        self._weight_cache[name] = (key, value)
+        return value
+
+    def _glyph_table(self) -> torch.Tensor:
+        """The first crop layer applied to every glyph tile: [256 * 16, c1]."""
+        conv = self.crop_cnn[0]
+        weight, bias = conv.weight, conv.bias
+
+        def compute() -> torch.Tensor:
+            tiles = self.atlas.permute(0, 3, 1, 2).reshape(self.atlas.shape[0], -1).to(weight.dtype) * (1.0 / 255.0)
+            return nn.functional.linear(tiles, weight.reshape(weight.shape[0], -1), bias)
+
+        return self._weights_only("glyph_table", (weight, bias), compute)
+
+    def _empty_message_positions(self, sequence: int) -> torch.Tensor:
+        """The message CNN's second-layer output [m2, sequence // 4] for an all-zero message."""
+        conv1, act1, pool, conv2, act2 = (self.msg_cnn[i] for i in range(5))
+
+        def compute() -> torch.Tensor:
+            codes = torch.zeros(1, sequence, dtype=torch.long, device=conv1.weight.device)
+            return act2(conv2(pool(act1(conv1(self.msg_embed(codes).transpose(1, 2))))))[0]
+
+        params = (self.msg_embed.weight, conv1.weight, conv1.bias, conv2.weight, conv2.bias)
+        return self._weights_only(f"empty_message_{sequence}", params, compute)
+
+    def cell_features(self, crop_chars: torch.Tensor, crop_colors: torch.Tensor) -> torch.Tensor:
+        """The first crop layer's output [B, c1, 12, 12] without rendering pixels.
+
+        That layer's kernel and stride are the cell size (6), so its output at a map cell is a
+        linear function of that cell's 6x6 RGB tile alone, and the tile is fixed by the cell's
+        (character, colour). Applying the layer to the 4096 atlas tiles once per forward pass and
+        looking the result up per cell is the same function as rendering the crop to 72x72 and
+        convolving it, with the same weights, at a fraction of the cost.
+        """
+        index = (crop_chars.long() & 255) * NUM_COLORS + (crop_colors.long() & 15)
+        return self._glyph_table()[index].permute(0, 3, 1, 2)
+
+    def message_features(self, message: torch.Tensor) -> torch.Tensor:
+        """The message char-CNN's output [B, m2], reading only the bytes that matter.
+
+        Messages are short and zero-padded to 256 bytes. A position of the second convolution whose
+        receptive field (29 bytes) holds only padding has the value it has for an all-zero message
+        at the same position, so the global max over the 64 positions is the max of (a) the
+        positions reached by some message byte, computed on a slice as long as the batch's longest
+        message (plus the receptive-field margin), and (b) the all-zero message's values beyond
+        them, a suffix maximum of one extra sequence. Same values and gradients as reading all 256
+        bytes; batches with a message of 243 bytes or more take the full path.
+        """
+        codes = message.long().clamp(0, 255)
+        nonzero = (codes != 0).any(dim=0)
+        length = int(nonzero.nonzero().max().item()) + 1 if bool(nonzero.any()) else 0
+        # conv2 output j is reached by bytes 4(j-1)-2 .. 4(j+1)+5: positions 0..last_j can differ
+        # from the all-zero message's
+        last_j = (length + 1) // 4 + 1
+        sequence = codes.shape[1]
+        pooled = sequence // 4
+        span = 4 * last_j + 10  # bytes read: conv1 outputs up to 4(last_j + 2) - 1 come out exact
+        if last_j + 1 >= pooled or span > sequence:
+            return self.msg_cnn(self.msg_embed(codes).transpose(1, 2))
+        conv1, act1, pool, conv2, act2 = (self.msg_cnn[i] for i in range(5))
+        x = self.msg_embed(codes[:, :span]).transpose(1, 2)
+        h1 = act1(conv1(x))[:, :, : 4 * (last_j + 2)]
+        h2 = act2(conv2(pool(h1)))[:, :, : last_j + 1]
+        # the all-zero message's values past last_j
+        tail = self._empty_message_positions(sequence)[:, last_j + 1 :].amax(dim=1)
+        return torch.maximum(h2.amax(dim=2), tail.unsqueeze(0))
 
 
 def _input_type(input_tensor_name: str) -> torch.dtype:

@@ -52,7 +52,11 @@ module never crashes an env worker. Calls are bounded in time with
 ``signal.setitimer(ITIMER_REAL)`` (``MetaPolicyConfig.call_timeout_s``, default
 0.1 s) when the wrapper is reset in the main thread of the process (the case for
 sample-factory env workers) and SIGALRM is not used by anything else: the SIGALRM
-handler is installed once, each call costs two ``setitimer`` system calls.
+handler is installed once. The skill runtime arms one timer for all the calls of an env
+step (:meth:`MetaPolicy.begin_step` / :meth:`MetaPolicy.end_step`: two ``setitimer`` system
+calls a step, not two a call); a call outside a step arms its own. The alarm raises only
+inside a call into the module; one that goes off in between re-arms the timer, and after a
+timeout the step's remaining calls get a fresh budget.
 Elsewhere (other threads, platforms without ``setitimer``) calls run unbounded.
 A skill name outside ``SKILLS`` is replaced by the fallback too. :func:`load` returns
 a wrapper that is already reset; call :meth:`MetaPolicy.reset` at every episode start.
@@ -208,17 +212,32 @@ class MetaPolicy:
             return True
         return False  # someone else uses SIGALRM: leave it alone, run unbounded
 
+    def begin_step(self) -> None:
+        """Arms one timer for the calls of an env step (see the module docstring); pair with :meth:`end_step`."""
+        if self._use_timer:
+            _ALARM.step_budget_s = self.config.call_timeout_s
+            signal.setitimer(signal.ITIMER_REAL, self.config.call_timeout_s)
+
+    def end_step(self) -> None:
+        if _ALARM.step_budget_s > 0.0:
+            _ALARM.step_budget_s = 0.0
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
-        use_timer = self._use_timer
+        own_timer = self._use_timer and _ALARM.step_budget_s == 0.0
         try:
-            if use_timer:
+            if own_timer:
                 signal.setitimer(signal.ITIMER_REAL, self.config.call_timeout_s)
+            _ALARM.in_call = True
             try:
                 return True, fn(*args)
             finally:
-                if use_timer:
+                _ALARM.in_call = False
+                if own_timer:
                     signal.setitimer(signal.ITIMER_REAL, 0)
         except (_CallTimeout, Exception) as exc:  # generated code may raise anything
+            if isinstance(exc, _CallTimeout) and _ALARM.step_budget_s > 0.0:
+                signal.setitimer(signal.ITIMER_REAL, _ALARM.step_budget_s)  # the step's other calls
             self._error(what, exc)
             return False, None
 
@@ -329,8 +348,22 @@ class MetaPolicy:
             self._call("update_position", player.update_position, int(info["depth"]), int(info["dungeon_number"]))
 
 
+class _AlarmState:
+    """What the SIGALRM handler needs to know (one env steps at a time in a process's main thread)."""
+
+    in_call = False  # inside a call into the module: the alarm raises there only
+    step_budget_s = 0.0  # > 0 while a step's timer is armed (MetaPolicy.begin_step)
+
+
+_ALARM = _AlarmState()
+
+
 def _raise_timeout(signum: int, frame: Any) -> None:
-    raise _CallTimeout()
+    if _ALARM.in_call:
+        raise _CallTimeout()
+    if _ALARM.step_budget_s > 0.0:
+        # went off between two calls of a step (in the runtime's own code): the next call gets a full budget
+        signal.setitimer(signal.ITIMER_REAL, _ALARM.step_budget_s)
 
 
 def _set_attr(obj: Any, name: str, value: Any) -> None:

@@ -141,6 +141,12 @@ class SingleSkillPolicy:
     def update_state(self, info: dict) -> None:
         pass
 
+    def begin_step(self) -> None:
+        pass
+
+    def end_step(self) -> None:
+        pass
+
 
 @dataclass
 class EpisodeSkillStats:
@@ -371,16 +377,20 @@ class SkillRuntime(gym.Wrapper):
         info["game_reward"] = float(game_reward)
 
         if not (terminated or truncated):
-            self.meta_policy.update_state(info)
-            new_items = self._num_new_items(obs)
-            self.preconds = self._preconditions(obs, new_items)
-            if self.meta_policy.should_terminate(
-                self.skill, self.skill_time, depth, self.skill_start_depth, self.preconds
-            ):
-                nxt = self.meta_policy.next_skill(
-                    self.skill, depth, self._branch(info), self.preconds[1], self.preconds[0]
-                )
-                self._start_skill(self._skill_index(nxt), depth, info, new_items)
+            meta = self.meta_policy
+            guarded = hasattr(meta, "begin_step")  # one time bound for the step's calls into generated code
+            if guarded:
+                meta.begin_step()
+            try:
+                meta.update_state(info)
+                new_items = self._num_new_items(obs)
+                self.preconds = self._preconditions(obs, new_items)
+                if meta.should_terminate(self.skill, self.skill_time, depth, self.skill_start_depth, self.preconds):
+                    nxt = meta.next_skill(self.skill, depth, self._branch(info), self.preconds[1], self.preconds[0])
+                    self._start_skill(self._skill_index(nxt), depth, info, new_items)
+            finally:
+                if guarded:
+                    meta.end_step()
         else:
             st.meta_policy_errors = int(getattr(self.meta_policy, "num_errors", 0)) - self._errors_at_reset
             extra = info.get("episode_extra_stats") or {}

@@ -65,7 +65,6 @@ MAIN_MEASURE: dict[str, str] = {
 }
 assert set(SKILL_MEASURES) == set(SKILLS) and all(MAIN_MEASURE[s] in SKILL_MEASURES[s] for s in SKILLS)
 
-SPACE = ord(" ")
 ALTAR_CHAR, ALTAR_COLOUR = ord("_"), 7
 _SHOP_GREETING = re.compile(r"Welcome(?: again)? to [^!]*?'s? [^!]*!")
 
@@ -73,6 +72,12 @@ _SHOP_GREETING = re.compile(r"Welcome(?: again)? to [^!]*?'s? [^!]*!")
 def is_shop_greeting(msg: str) -> bool:
     """A shopkeeper greeting the hero at the shop door (NetHack's ``u_entered_shop``)."""
     return bool(_SHOP_GREETING.search(msg or ""))
+
+
+def revealed_cells(chars: np.ndarray) -> int:
+    """Map cells that are not blank (counted every step: a byte count is several times cheaper than
+    ``np.count_nonzero(chars != SPACE)``)."""
+    return chars.size - chars.tobytes().count(b" ")
 
 
 def altar_in_view(chars: np.ndarray, colors: np.ndarray) -> bool:
@@ -108,7 +113,7 @@ class SkillMeasures:
         if info is not None and chars is not None:
             self._level = self._level_of(info)
             self._depth = int(info.get("depth", 1))
-            self._level_best[self._level] = int(np.count_nonzero(chars != SPACE))
+            self._level_best[self._level] = revealed_cells(chars)
             if colors is not None and altar_in_view(chars, colors):
                 self._altar_levels.add(self._level)
 
@@ -135,7 +140,7 @@ class SkillMeasures:
             elif skill == "ascender" and depth < self._depth:
                 c["levels_ascended"] += self._depth - depth
         self._depth = depth
-        cells = int(np.count_nonzero(chars != SPACE))
+        cells = revealed_cells(chars)
         if level not in self._level_best:
             self._level_best[level] = cells  # the first view of a new level comes with arriving, not exploring
             if skill == "discoverer":
