@@ -7,6 +7,10 @@
    exploration policy over skills, five reward models (tiny ones, trained first on synthetic
    messages; the release architecture), the skill bookkeeping and the policy observation.
 
+The reward models run on one torch thread, as in sample-factory's rollout workers (which call
+``torch.set_num_threads(1)``); torch's default of one thread per core costs the skill env
+about 12% here, waiting in the thread pool on every reward-model call.
+
 Every env takes uniformly random actions from its own action set, resets included, for
 ``--steps`` steps; the three are measured in turn ``--repeats`` times and the medians are
 reported (the machine's load moves single measurements by 10-30%). Ends with one JSON line
@@ -64,6 +68,9 @@ def main() -> None:
 
     import gymnasium as gym
     import nle  # noqa: F401  (registers NetHackScore-v0)
+    import torch
+
+    torch.set_num_threads(1)  # as sample-factory's rollout workers, where the skill env runs
 
     from rl_baseline.envs import make_monk_env
 

@@ -11,7 +11,7 @@ For each run it prints the sustained env steps/s (sample-factory's 10-second FPS
 after ``--warmup_reports``, averaged) and the memory of every process of the run, sampled
 every second: the peak resident set size of the rollout workers (the processes that load
 NetHack games, told apart through ``/proc/PID/maps`` on Linux), of the other processes, and how much each rollout worker grew between
-the first quarter of the run and its end (a leak shows as growth on long runs: use
+the second and the last quarter of the run (medians) (a leak shows as growth on long runs: use
 ``--steps`` to run for as long as you want to watch).
 
 It ends with one JSON line (``train_speedup``, ``baseline_fps``, ``fps``, ``peak_rss_mb``, ...)
@@ -118,8 +118,11 @@ class MemorySampler(threading.Thread):
                 continue
             if self.games.get(pid, 0) > 0:
                 rollout_peak.append(max(values))
-                quarter = values[len(values) // 4]
-                growth.append(values[-1] - quarter)
+                # medians of the second and the last quarter: the final samples of a worker that is
+                # shutting down (memory already freed) or starting up do not count as a trend
+                n = len(values)
+                early, late = values[n // 4 : n // 2] or values[:1], values[3 * n // 4 :] or values[-1:]
+                growth.append(float(np.median(late) - np.median(early)))
             else:
                 other.append(max(values))
         return sorted(rollout_peak), growth, sorted(other)

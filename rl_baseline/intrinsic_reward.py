@@ -189,7 +189,8 @@ def shared_cache() -> ScoreCache:
 
 def message_key(message: np.ndarray) -> bytes:
     """The message bytes up to the first zero (trailing padding is irrelevant)."""
-    raw = np.asarray(message, dtype=np.uint8).tobytes()
+    raw = message.tobytes() if isinstance(message, np.ndarray) and message.dtype == np.uint8 else (
+        np.asarray(message, dtype=np.uint8).tobytes())
     end = raw.find(b"\0")
     return raw if end < 0 else raw[:end]
 

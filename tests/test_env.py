@@ -251,12 +251,15 @@ def test_time_penalty_is_nles_on_a_live_game(env):
     rng = np.random.default_rng(3)
     env.reset()
     pairs = []
-    for _ in range(200):
+    score = env.unwrapped._blstats_index, B.BL_SCORE
+    for _ in range(5000):  # until the score has changed at least once (a kill, gold, a new level)
         before = tuple(a.copy() for a in env.unwrapped.last_observation)
         _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
         pairs.append((before, tuple(a.copy() for a in env.unwrapped.last_observation)))  # NLE reuses buffers
         if terminated or truncated:
             env.reset()
+        if len(pairs) >= 200 and any(a[score[0]][score[1]] != b[score[0]][score[1]] for a, b in pairs):
+            break
     assert any(int(a[env.unwrapped._blstats_index][B.BL_TIME]) == int(b[env.unwrapped._blstats_index][B.BL_TIME])
                for a, b in pairs), "some steps should leave game time unchanged"
     for mode, step_penalty, time_penalty in (("constant", -0.01, 0.0), ("constant", -0.5, -0.02), ("linear", -0.01, 0.0)):
@@ -268,3 +271,14 @@ def test_time_penalty_is_nles_on_a_live_game(env):
             expected = NetHackScore._get_time_penalty(nle, before, after)
             assert ours._get_time_penalty(before, after) == pytest.approx(float(expected))
             assert ours._frozen_steps == nle._frozen_steps
+    # the whole reward: NLE's score difference plus the penalty, as NetHackScore._reward_fn adds them
+    from nle.env.base import NLE
+
+    ours.penalty_mode, ours.penalty_step, ours.penalty_time = "constant", -0.01, 0.0
+    assert any(int(a[ours._blstats_index][B.BL_SCORE]) != int(b[ours._blstats_index][B.BL_SCORE]) for a, b in pairs)
+    for before, after in pairs:
+        ours._frozen_steps = nle._frozen_steps = 0
+        nle.penalty_mode, nle.penalty_step, nle.penalty_time = "constant", -0.01, 0.0
+        expected = float(NLE._reward_fn(ours, before, 0, after, None)) + NetHackScore._get_time_penalty(nle, before, after)
+        ours._frozen_steps = 0
+        assert ours._reward_fn(before, 0, after, None) == pytest.approx(expected)

@@ -157,26 +157,26 @@ def test_loader_falls_back_when_generated_code_raises(tmp_path, caplog):
     assert "gnomish seed 7" in caplog.text and "timed out" in caplog.text
 
 
-def test_one_timer_per_step_bounds_every_call_and_never_fires_outside_one(tmp_path):
-    """The runtime arms one timer for a step's calls: a hanging call is stopped, the step's next hanging
-    call too (fresh budget), an alarm between calls raises nothing, and nothing stays armed after the step."""
+def test_watchdog_bounds_every_call_and_never_fires_outside_one(tmp_path):
+    """Each call into the module has its own budget: a hanging call is stopped near its deadline, the
+    next hanging call too, time spent between calls raises nothing, and no interval timer is used."""
     import signal
+    import threading
     import time
 
     _write_module(tmp_path, "gnomish", 8, BROKEN)
     policy = meta_policy.load("gnomish", 8, root=tmp_path, config=meta_policy.MetaPolicyConfig(call_timeout_s=0.2))
-    policy.begin_step()
-    try:
+    assert any(t.name == "meta-policy-watchdog" for t in threading.enumerate())
+    for _ in range(2):
+        start = time.monotonic()
         assert policy.next_skill("discoverer", 2, 0, False, False) == "discoverer"  # endless loop: timed out
-        assert policy.next_skill("discoverer", 2, 0, False, False) == "discoverer"  # again, within the same step
-        time.sleep(0.3)  # the step's budget runs out in the runtime's own code: no exception here
-        assert policy.initial_skill == "descender"
-        assert policy.should_terminate("discoverer", 1, 1, 1, [False, False]) is True  # ZeroDivisionError
-    finally:
-        policy.end_step()
-    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        assert 0.2 <= time.monotonic() - start < 0.5
+    time.sleep(0.4)  # outside any call: nothing goes off
+    assert policy.initial_skill == "descender"
+    assert policy.should_terminate("discoverer", 1, 1, 1, [False, False]) is True  # ZeroDivisionError
     assert policy.num_errors == 3
-    time.sleep(0.3)  # nothing armed: nothing goes off
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    time.sleep(0.3)
 
 
 def test_loader_refuses_unsafe_module_and_reports_missing_ones(tmp_path):

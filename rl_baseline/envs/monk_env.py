@@ -193,6 +193,8 @@ class NetHackScoreMonk(NetHackScore):
         self._level: tuple[int, int] | None = None
         self._messages: list[str] = []
         self._just_eaten = False
+        self._last_message_bytes = b""
+        self._last_message_text = ""
 
     @property
     def wizard(self) -> bool:
@@ -206,9 +208,18 @@ class NetHackScoreMonk(NetHackScore):
         return observation, done
 
     def _remember_message(self, observation: tuple) -> None:
-        text = _decode(observation[self._message_index])
+        raw = observation[self._message_index].tobytes()
+        if raw != self._last_message_bytes:  # the same bytes as the last press: already decoded
+            self._last_message_bytes = raw
+            self._last_message_text = _decode_bytes(raw)
+        text = self._last_message_text
         if text and (not self._messages or self._messages[-1] != text):
             self._messages.append(text)
+
+    def _message_text(self, observation: tuple) -> str:
+        """The decoded message of ``observation`` (the last press's, already decoded, in the usual case)."""
+        raw = observation[self._message_index].tobytes()
+        return self._last_message_text if raw == self._last_message_bytes else _decode_bytes(raw)
 
     def _perform_known_steps(self, observation, done, exceptions=True):
         """Dismiss --More-- and text prompts; decline questions the agent does not answer."""
@@ -372,7 +383,7 @@ class NetHackScoreMonk(NetHackScore):
             observation, done = self._act(key, last_observation)
         truncated = self._check_abort(observation)
         observation, done = self._perform_known_steps(observation, done, exceptions=True)
-        if not done and any(_CONFIDENT in m for m in self._messages) and not self._in_question(observation):
+        if not done and self._messages and _CONFIDENT in "\n".join(self._messages) and not self._in_question(observation):
             observation, done = self._enhance(observation, done)
             observation, done = self._perform_known_steps(observation, done, exceptions=True)
         self._steps += 1
@@ -383,7 +394,7 @@ class NetHackScoreMonk(NetHackScore):
 
         end_status = self._get_end_status(observation, done)
         reward = float(self._reward_fn(last_observation, action, observation, end_status))
-        kill = sum(1 for m in self._messages if _KILL.search(m))
+        kill = sum(1 for m in self._messages if _KILL.search(m)) if self._messages else 0
         self._kills += kill
         info = self._build_info(observation, end_status, kill=kill)
         agent_observation = self._get_observation(observation)
@@ -394,6 +405,16 @@ class NetHackScoreMonk(NetHackScore):
             self._quit_game(observation, done)
             done = True
         return agent_observation, reward, bool(done), bool(truncated), info
+
+    def _reward_fn(self, last_observation: tuple, action: int, observation: tuple, end_status: Any) -> float:
+        """NLE's ``NetHackScore`` reward (score difference plus time penalty) in Python numbers."""
+        if not self.nethack.in_normal_game():
+            score_diff = 0  # before the game started and after it ended blstats are zero
+        else:
+            score_diff = int(observation[self._blstats_index][B.BL_SCORE]) - int(
+                last_observation[self._blstats_index][B.BL_SCORE]
+            )
+        return score_diff + self._get_time_penalty(last_observation, observation)
 
     def _get_time_penalty(self, last_observation: tuple, observation: tuple) -> float:
         """NLE's ``NetHackScore`` penalty for steps on which game time stands still, in its default
@@ -436,25 +457,25 @@ class NetHackScoreMonk(NetHackScore):
         return view
 
     def _build_info(self, observation: tuple, end_status: Any, kill: int) -> dict[str, Any]:
-        stats = observation[self._blstats_index]
+        stats = observation[self._blstats_index].tolist()  # Python ints, one conversion
         messages = list(self._messages)
         return {
             "end_status": end_status,
             # how the game ended: only asked once it has (a C call per step otherwise)
             "is_ascended": bool(end_status) and self.nethack.how_done() == nethack.ASCENDED,
-            "depth": int(stats[B.BL_DEPTH]),
-            "dungeon_number": int(stats[B.BL_DUNGEON_NUMBER]),
-            "dungeon_level": int(stats[B.BL_DUNGEON_LEVEL]),
-            "gold": int(stats[B.BL_GOLD]),
-            "xp_level": int(stats[B.BL_XP_LEVEL]),
-            "time": int(stats[B.BL_TIME]),
-            "hp": int(stats[B.BL_HP]),
-            "hpmax": int(stats[B.BL_HPMAX]),
-            "hunger": int(stats[B.BL_HUNGER]),
+            "depth": stats[B.BL_DEPTH],
+            "dungeon_number": stats[B.BL_DUNGEON_NUMBER],
+            "dungeon_level": stats[B.BL_DUNGEON_LEVEL],
+            "gold": stats[B.BL_GOLD],
+            "xp_level": stats[B.BL_XP_LEVEL],
+            "time": stats[B.BL_TIME],
+            "hp": stats[B.BL_HP],
+            "hpmax": stats[B.BL_HPMAX],
+            "hunger": stats[B.BL_HUNGER],
             "kill": int(kill),
             "kills": int(self._kills),
             "just_eaten": bool(self._just_eaten),
-            "message": _decode(observation[self._message_index]),
+            "message": self._message_text(observation),
             "messages": messages,
             "branch_depth": int(self._branch_depth),
             "overview": self._overview,
@@ -499,7 +520,10 @@ class NetHackScoreMonk(NetHackScore):
 
 
 def _decode(message: np.ndarray) -> str:
-    raw = message.tobytes()
+    return _decode_bytes(message.tobytes())
+
+
+def _decode_bytes(raw: bytes) -> str:
     end = raw.find(b"\x00")
     return (raw if end < 0 else raw[:end]).decode("latin-1").strip()
 

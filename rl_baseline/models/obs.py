@@ -138,6 +138,9 @@ def crop_around(
     half = size // 2
     rows, cols = grid.shape
     top, left = y - half, x - half
+    if top >= 0 and left >= 0 and top + size <= rows and left + size <= cols:  # the usual case
+        out[:] = grid[top : top + size, left : left + size]
+        return out
     r0, r1 = max(top, 0), min(top + size, rows)
     c0, c1 = max(left, 0), min(left + size, cols)
     if r0 >= r1 or c0 >= c1:

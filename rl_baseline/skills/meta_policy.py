@@ -48,16 +48,15 @@ State hooks of composite tasks, all optional, called by :meth:`MetaPolicy.update
 Every call into the module goes through a guard: any exception is logged (with
 task and seed) and replaced by a fallback (``next_skill`` -> ``"discoverer"``,
 ``should_terminate`` -> True, ``preconditions`` -> ``(False, False)``), so a bad
-module never crashes an env worker. Calls are bounded in time with
-``signal.setitimer(ITIMER_REAL)`` (``MetaPolicyConfig.call_timeout_s``, default
-0.1 s) when the wrapper is reset in the main thread of the process (the case for
-sample-factory env workers) and SIGALRM is not used by anything else: the SIGALRM
-handler is installed once. The skill runtime arms one timer for all the calls of an env
-step (:meth:`MetaPolicy.begin_step` / :meth:`MetaPolicy.end_step`: two ``setitimer`` system
-calls a step, not two a call); a call outside a step arms its own. The alarm raises only
-inside a call into the module; one that goes off in between re-arms the timer, and after a
-timeout the step's remaining calls get a fresh budget.
-Elsewhere (other threads, platforms without ``setitimer``) calls run unbounded.
+module never crashes an env worker. Each call is bounded in time
+(``MetaPolicyConfig.call_timeout_s``, default 0.1 s) when the wrapper is reset in the main
+thread of the process (the case for sample-factory env workers) and SIGALRM is not used by
+anything else: a call writes its deadline (one ``time.monotonic()``), and one daemon
+watchdog thread per process, polling a few times per budget, sends SIGALRM to the main
+thread (``signal.pthread_kill``) when a call overruns; the handler, installed once, raises
+inside a call into the module only. No system call is made per call (arming an interval
+timer twice per call cost about 10% of a skill-env step). Elsewhere (other threads,
+platforms without ``pthread_kill``) calls run unbounded.
 A skill name outside ``SKILLS`` is replaced by the fallback too. :func:`load` returns
 a wrapper that is already reset; call :meth:`MetaPolicy.reset` at every episode start.
 
@@ -67,9 +66,11 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -199,45 +200,32 @@ class MetaPolicy:
 
     # -- guard -----------------------------------------------------------------
     def _timer_ready(self) -> bool:
-        """Whether calls can be bounded with ITIMER_REAL (main thread, our SIGALRM handler)."""
-        if self.config.call_timeout_s <= 0 or not hasattr(signal, "setitimer"):
+        """Whether calls can be bounded (main thread, our SIGALRM handler); starts the watchdog."""
+        if self.config.call_timeout_s <= 0 or not hasattr(signal, "pthread_kill"):
             return False
         if threading.current_thread() is not threading.main_thread():
             return False
         current = signal.getsignal(signal.SIGALRM)
-        if current is _raise_timeout:
-            return True
         if current in (signal.SIG_DFL, signal.SIG_IGN, None):
             signal.signal(signal.SIGALRM, _raise_timeout)  # installed once, kept for the process
-            return True
-        return False  # someone else uses SIGALRM: leave it alone, run unbounded
-
-    def begin_step(self) -> None:
-        """Arms one timer for the calls of an env step (see the module docstring); pair with :meth:`end_step`."""
-        if self._use_timer:
-            _ALARM.step_budget_s = self.config.call_timeout_s
-            signal.setitimer(signal.ITIMER_REAL, self.config.call_timeout_s)
-
-    def end_step(self) -> None:
-        if _ALARM.step_budget_s > 0.0:
-            _ALARM.step_budget_s = 0.0
-            signal.setitimer(signal.ITIMER_REAL, 0)
+        elif current is not _raise_timeout:
+            return False  # someone else uses SIGALRM: leave it alone, run unbounded
+        _WATCHDOG.start(self.config.call_timeout_s)
+        return True
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
-        own_timer = self._use_timer and _ALARM.step_budget_s == 0.0
+        watch = _WATCHDOG if self._use_timer else None
         try:
-            if own_timer:
-                signal.setitimer(signal.ITIMER_REAL, self.config.call_timeout_s)
-            _ALARM.in_call = True
+            if watch is not None:
+                watch.deadline = time.monotonic() + self.config.call_timeout_s
+                watch.in_call = True
             try:
                 return True, fn(*args)
             finally:
-                _ALARM.in_call = False
-                if own_timer:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+                if watch is not None:
+                    watch.in_call = False
+                    watch.deadline = 0.0
         except (_CallTimeout, Exception) as exc:  # generated code may raise anything
-            if isinstance(exc, _CallTimeout) and _ALARM.step_budget_s > 0.0:
-                signal.setitimer(signal.ITIMER_REAL, _ALARM.step_budget_s)  # the step's other calls
             self._error(what, exc)
             return False, None
 
@@ -348,22 +336,51 @@ class MetaPolicy:
             self._call("update_position", player.update_position, int(info["depth"]), int(info["dungeon_number"]))
 
 
-class _AlarmState:
-    """What the SIGALRM handler needs to know (one env steps at a time in a process's main thread)."""
+class _Watchdog:
+    """Interrupts the main thread when a call into generated code overruns its deadline.
 
-    in_call = False  # inside a call into the module: the alarm raises there only
-    step_budget_s = 0.0  # > 0 while a step's timer is armed (MetaPolicy.begin_step)
+    One daemon thread per process (restarted lazily after a fork). The main thread writes
+    ``deadline`` (``time.monotonic()`` seconds, 0 = no call running) and ``in_call``; the
+    thread polls every quarter budget (at most 25 ms), so a hanging call is stopped within
+    1.25x its budget (plus the interpreter's 5 ms thread switch interval).
+    """
+
+    def __init__(self) -> None:
+        self.deadline = 0.0
+        self.in_call = False
+        self._thread: threading.Thread | None = None
+        self._poll_s = 0.025
+
+    def start(self, budget_s: float) -> None:
+        self._poll_s = min(self._poll_s, max(budget_s / 4.0, 0.001))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, args=(threading.main_thread().ident,),
+                                            name="meta-policy-watchdog", daemon=True)
+            self._thread.start()
+
+    def _run(self, main_ident: int) -> None:
+        while True:
+            time.sleep(self._poll_s)
+            deadline = self.deadline
+            if deadline and self.in_call and time.monotonic() > deadline:
+                self.deadline = 0.0  # once per call
+                signal.pthread_kill(main_ident, signal.SIGALRM)
+
+    def forget_thread(self) -> None:
+        """In a forked child: the parent's thread does not exist here."""
+        self._thread = None
+        self.deadline = 0.0
+        self.in_call = False
 
 
-_ALARM = _AlarmState()
+_WATCHDOG = _Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WATCHDOG.forget_thread)
 
 
 def _raise_timeout(signum: int, frame: Any) -> None:
-    if _ALARM.in_call:
+    if _WATCHDOG.in_call:  # an alarm that arrives after the call returned is ignored
         raise _CallTimeout()
-    if _ALARM.step_budget_s > 0.0:
-        # went off between two calls of a step (in the runtime's own code): the next call gets a full budget
-        signal.setitimer(signal.ITIMER_REAL, _ALARM.step_budget_s)
 
 
 def _set_attr(obj: Any, name: str, value: Any) -> None:

@@ -87,6 +87,9 @@ def countable_items(letters: np.ndarray, classes: np.ndarray) -> np.ndarray:
 class _ModelObservation:
     """The policy network's observation (:mod:`rl_baseline.models.obs`), one reused output per env.
 
+    sample-factory copies each observation into its buffers, so one output is updated in place:
+    the crops, stats and message every step, the skill one-hot when the skill changed and the
+    Monk features when the inventory did (the same values as building it anew, tested).
     The release's Monk features use the spellbook kind seen at episode start: the runtime
     calls :meth:`new_episode` at every reset.
     """
@@ -97,21 +100,39 @@ class _ModelObservation:
         self._obs = model_obs
         self.out: Optional[dict] = None
         self.spell_kind = model_obs.NO_SPELL
-        self.features = np.zeros(model_obs.MONK_FEATURES_SIZE, dtype=np.float32)
         self._classes = b""  # the inventory classes the features were counted from
+        self._skill_id = -1  # the skill the one-hot holds
 
     def new_episode(self, nle_obs: dict) -> None:
         self.spell_kind = self._obs.spell_kind(nle_obs)
         self._classes = b""
 
     def __call__(self, nle_obs: dict, skill_id: int, n: int) -> dict:
+        out = self.out
+        if out is None:
+            self.out = out = self._obs.model_observation(nle_obs, skill_id, n)
+            self._skill_id = skill_id
+            self._classes = b""
+        bl = nle_obs["blstats"]
+        x, y = bl[:2].tolist()
+        crop_around = self._obs.crop_around
+        crop_around(nle_obs["chars"], x, y, SPACE, out["crop_chars"])
+        crop_around(nle_obs["colors"], x, y, 0, out["crop_colors"])
+        out["blstats"][:] = bl[: self._obs.BLSTATS_SIZE]
+        out["message"][:] = nle_obs["message"][: self._obs.MESSAGE_SIZE]
+        if skill_id != self._skill_id:
+            if not 0 <= skill_id < n:
+                raise ValueError(f"skill_id {skill_id} out of range for {n} skills")
+            onehot = out["skill_onehot"]
+            onehot.fill(0.0)
+            onehot[skill_id] = 1.0
+            out["skill_id"][0] = skill_id
+            self._skill_id = skill_id
         classes = nle_obs["inv_oclasses"].tobytes()
         if classes != self._classes:  # the counts change only with the inventory
             self._classes = classes
-            self._obs.monk_features(nle_obs, self.spell_kind, self.features)
-        # sample-factory copies observations into its buffers: one output can be reused
-        self.out = self._obs.model_observation(nle_obs, skill_id, n, out=self.out, monk_features=self.features)
-        return self.out
+            self._obs.monk_features(nle_obs, self.spell_kind, out["monk_features"])
+        return out
 
 
 def _default_observation_space(num_skills: int) -> gym.spaces.Dict:
@@ -139,12 +160,6 @@ class SingleSkillPolicy:
         return self.skill
 
     def update_state(self, info: dict) -> None:
-        pass
-
-    def begin_step(self) -> None:
-        pass
-
-    def end_step(self) -> None:
         pass
 
 
@@ -378,19 +393,12 @@ class SkillRuntime(gym.Wrapper):
 
         if not (terminated or truncated):
             meta = self.meta_policy
-            guarded = hasattr(meta, "begin_step")  # one time bound for the step's calls into generated code
-            if guarded:
-                meta.begin_step()
-            try:
-                meta.update_state(info)
-                new_items = self._num_new_items(obs)
-                self.preconds = self._preconditions(obs, new_items)
-                if meta.should_terminate(self.skill, self.skill_time, depth, self.skill_start_depth, self.preconds):
-                    nxt = meta.next_skill(self.skill, depth, self._branch(info), self.preconds[1], self.preconds[0])
-                    self._start_skill(self._skill_index(nxt), depth, info, new_items)
-            finally:
-                if guarded:
-                    meta.end_step()
+            meta.update_state(info)
+            new_items = self._num_new_items(obs)
+            self.preconds = self._preconditions(obs, new_items)
+            if meta.should_terminate(self.skill, self.skill_time, depth, self.skill_start_depth, self.preconds):
+                nxt = meta.next_skill(self.skill, depth, self._branch(info), self.preconds[1], self.preconds[0])
+                self._start_skill(self._skill_index(nxt), depth, info, new_items)
         else:
             st.meta_policy_errors = int(getattr(self.meta_policy, "num_errors", 0)) - self._errors_at_reset
             extra = info.get("episode_extra_stats") or {}

@@ -87,6 +87,10 @@ def altar_in_view(chars: np.ndarray, colors: np.ndarray) -> bool:
     return bool(np.any((chars == ALTAR_CHAR) & (colors == ALTAR_COLOUR)))
 
 
+# the skills whose measures are read from messages (see SkillMeasures._read_message)
+_MESSAGE_SKILLS = frozenset({"merchant", "worshipper"})
+
+
 class SkillMeasures:
     """Per-episode measures of every skill, each counted while that skill is active.
 
@@ -128,8 +132,9 @@ class SkillMeasures:
         self.steps[skill] += 1
         depth = int(info.get("depth", self._depth or 1))
         if depth < 1:  # the last step of a game that ended (NLE's final blstats are zeros): no map
-            for msg in step_messages(info):
-                self._read_message(msg, skill, c)
+            if skill in _MESSAGE_SKILLS:
+                for msg in step_messages(info):
+                    self._read_message(msg, skill, c)
             return
         level = self._level_of(info)
         if self._depth is not None and depth != self._depth:
@@ -140,7 +145,8 @@ class SkillMeasures:
             elif skill == "ascender" and depth < self._depth:
                 c["levels_ascended"] += self._depth - depth
         self._depth = depth
-        cells = revealed_cells(chars)
+        raw = chars.tobytes()  # read once: the cell count and the altar search both scan it
+        cells = len(raw) - raw.count(b" ")
         if level not in self._level_best:
             self._level_best[level] = cells  # the first view of a new level comes with arriving, not exploring
             if skill == "discoverer":
@@ -148,13 +154,14 @@ class SkillMeasures:
         elif cells > self._level_best[level]:
             self.cells_revealed[skill] += cells - self._level_best[level]
             self._level_best[level] = cells
-        if level not in self._altar_levels and altar_in_view(chars, colors):
+        if level not in self._altar_levels and b"_" in raw and altar_in_view(chars, colors):
             self._altar_levels.add(level)
             if skill == "worshipper":
                 c["altars_found"] += 1
         self._level = level
-        for msg in step_messages(info):
-            self._read_message(msg, skill, c)
+        if skill in _MESSAGE_SKILLS:
+            for msg in step_messages(info):
+                self._read_message(msg, skill, c)
 
     def _read_message(self, msg: str, skill: str, c: dict[str, float]) -> None:
         if skill == "merchant":
