@@ -153,11 +153,11 @@ PRESETS: dict[str, dict] = {
                   # on 2 cores (python -m bench.train_throughput --num_envs_per_worker 4 / 8)
                   num_envs_per_worker=8, skill_report_episodes=3),
     # the largest run that shows learning on 2 CPU cores in about 90 minutes: 2000 pairs per skill,
-    # 2M env steps of skill training, then the skill report (trained vs untrained vs random)
-    "learn": dict(out_dir="train_dir/pipeline_learn", num_pairs=2000, reward_epochs=10, train_for_env_steps=2_000_000,
+    # 5M env steps of skill training, then the skill report (trained vs untrained vs random)
+    "learn": dict(out_dir="train_dir/pipeline_learn", num_pairs=2000, reward_epochs=10, train_for_env_steps=5_000_000,
                   max_episode_steps=1000, eval_episodes=10, eval_num_envs=10, experiment="learn",
                   reward_small_model=False, num_envs_per_worker=8,
-                  skill_report_episodes=10),
+                  skill_report_episodes=20),
     # the test suite's run: every phase, as small as it gets
     "ci": dict(out_dir="train_dir/pipeline_ci", num_pairs=40, reward_epochs=2, reward_batch_size=16,
                train_for_env_steps=2_000, num_envs_per_worker=2, batch_size=256, rollout=16,
