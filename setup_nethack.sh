@@ -8,6 +8,6 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
     echo "FAILED: '$PYTHON' not found; activate the virtual environment first (or set PYTHON=...)" >&2
     exit 1
 fi
-"$PYTHON" -m rl_baseline.nethack.check_setup
+"$PYTHON" -m rl_baseline.envs.check_setup
 mkdir -p og_dataset preference train_dir
 echo "NetHack set-up OK."

@@ -18,10 +18,11 @@ from typing import Sequence
 
 import numpy as np
 
+from common.llm import Backend, make_backend
+from common.nethack.messages import encode_message
 from rlaif.annotate import AnnotationConfig, annotate_chunk
-from rlaif.backends import Backend, make_backend
 from rlaif.captions import caption_sample
-from rlaif.dataset import ObservationDataset, encode_message, save_dataset
+from rlaif.dataset import ObservationDataset, save_dataset
 from rlaif.prompts import PromptBuilder, parse_answer
 
 _WORDS = (

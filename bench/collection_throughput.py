@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from rlaif.collect import CollectConfig, collect_dataset
+from rl_baseline.collect.config import CollectConfig
+from rl_baseline.collect.rollouts import collect_dataset
 
 
 def main() -> None:

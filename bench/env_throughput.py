@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,10 +44,9 @@ def _measure(env, steps: int, seed: int) -> float:
 
 
 def _skill_env(reward_root: Path, max_episode_steps: int):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.fixtures import build_tiny_reward_dirs
     from rl_baseline.sf.cfg import SkillEnvConfig
     from rl_baseline.sf.env import build_skill_env
-    from tests.test_training import build_tiny_reward_dirs
 
     dirs = build_tiny_reward_dirs(reward_root)
     cfg = SkillEnvConfig(max_episode_steps=max_episode_steps, reward_dirs=tuple(dirs),

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlaif.dataset import ObservationDataset, encode_message, save_dataset
+from common.nethack.messages import encode_message
+from rlaif.dataset import ObservationDataset, save_dataset
 from rlaif.preferences import save_preferences
 from rlaif.reward_model import RewardModelConfig, SkillRewardModel, build_reward_model
 from rlaif.train_reward import RewardTrainingConfig, bradley_terry_loss, reward_inputs, train_reward

@@ -57,10 +57,12 @@ class RunResult:
 
 
 def build_reward_dirs(code_dir: Path, root: Path) -> list[str]:
-    """Five tiny reward models written by ``code_dir``'s own code (so that version reads them)."""
+    """Five tiny reward models written by ``code_dir``'s own code (so that version reads them): its
+    ``bench.fixtures``, or where an older commit kept the builder (its test suite)."""
     script = (
-        "import json, sys; from pathlib import Path; sys.path.insert(0, '.');"
-        "from tests.test_training import build_tiny_reward_dirs;"
+        "import json, sys; from pathlib import Path; sys.path.insert(0, '.')\n"
+        "try:\n    from bench.fixtures import build_tiny_reward_dirs\n"
+        "except ImportError:\n    from tests.test_training import build_tiny_reward_dirs\n"
         f"print(json.dumps(build_tiny_reward_dirs(Path({str(root)!r}))))"
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=code_dir, capture_output=True, text=True)

@@ -7,8 +7,8 @@ when that run generated them, else ``parts/skill_functions.py``) + the task's
 class is kept as ``generated_initial_values`` and called first) become
 ``{out_root}/{task}/seed{N}/execution.py`` (with ``__init__.py`` files so it imports
 as a package module). The result is checked with the validator the run-time uses,
-its reference unit test runs in the sandbox, and it is loaded through
-``rl_baseline.skills.meta_policy`` before the call returns.
+its reference unit test runs in the sandbox, and it is imported through
+:mod:`code_generation.loader` (as the run-time imports it) and called once before the call returns.
 """
 from __future__ import annotations
 
@@ -18,11 +18,18 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from code_generation.generate import _atomic_write
+from code_generation.loader import MetaPolicyError, load_class
 from code_generation.prompts import PROMPT_DIR
-from code_generation.sandbox import FULL_METHODS, PLAYER_CLASS, SandboxLimits, check_source, run_in_sandbox, \
-    split_unit_test
-from rl_baseline.task_names import check_task
+from code_generation.sandbox import (
+    FULL_METHODS,
+    PLAYER_CLASS,
+    SandboxLimits,
+    check_source,
+    run_in_sandbox,
+    split_unit_test,
+)
+from common.atomic_io import atomic_write_text
+from common.vocabulary import check_task
 
 logger = logging.getLogger(__name__)
 
@@ -144,12 +151,14 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
         if not init.exists():
             init.write_text("", encoding="utf-8")
     if written:
-        _atomic_write(target, text)
-    from rl_baseline.skills import meta_policy
-
-    policy = meta_policy.load(task, seed, root=out_root)
-    first = policy.next_skill(policy.initial_skill, 1, 0, False, False)
-    if policy.num_errors:
-        raise CombineError(f"{target}: the module raised errors when called (see the log)")
+        atomic_write_text(target, text)
+    try:
+        player = load_class(task, seed, root=out_root)(-1, -2)
+        player.set_initial_values()
+        first = player.perform_task(player.skill, 1, 0, False, False)
+    except MetaPolicyError:
+        raise
+    except Exception as exc:  # the module's own code failed
+        raise CombineError(f"{target}: the module raised {exc!r} when called") from exc
     logger.info("combined %s seed %d -> %s (first skill %s)", task, seed, target, first)
     return CombineResult(target, written, output)

@@ -22,14 +22,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from code_generation.llm import ChatClient, Message
 from code_generation.prompts import TaskPrompts, existing_class_source, extract_code, parse_verdict
 from code_generation.sandbox import POLICY_METHODS, SandboxLimits, SandboxResult, run_in_sandbox, split_unit_test
+from common.atomic_io import atomic_write_text
+from common.llm import Backend, Message
 
 logger = logging.getLogger(__name__)
 
@@ -86,21 +86,8 @@ class Transcript:
         self._fh.close()
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 class _Conversation:
-    def __init__(self, client: ChatClient, transcript: Transcript, system: str) -> None:
+    def __init__(self, client: Backend, transcript: Transcript, system: str) -> None:
         self.client = client
         self.transcript = transcript
         self.messages: list[Message] = [{"role": "system", "content": system}]
@@ -165,7 +152,7 @@ def _refine(conv: _Conversation, prompts: TaskPrompts, config: GenerationConfig,
     return None, config.max_iters
 
 
-def _generate_skill_functions(client: ChatClient, prompts: TaskPrompts, config: GenerationConfig,
+def _generate_skill_functions(client: Backend, prompts: TaskPrompts, config: GenerationConfig,
                               transcript: Transcript) -> str | None:
     """Asks for skill_precondition / skill_termination; accepted when the harness checks pass."""
     conv = _Conversation(client, transcript, prompts.system)
@@ -205,7 +192,7 @@ def _generate_skill_functions(client: ChatClient, prompts: TaskPrompts, config: 
     return None
 
 
-def generate(config: GenerationConfig, client: ChatClient) -> GenerationResult:
+def generate(config: GenerationConfig, client: Backend) -> GenerationResult:
     """Runs the whole loop for ``config.task`` / ``config.seed`` (see the module docstring)."""
     existing = existing_class_source(config.task, config.seed, config.meta_root, config.prompt_dir)
     prompts = TaskPrompts.load(config.task, existing, config.prompt_dir)
@@ -220,7 +207,7 @@ def generate(config: GenerationConfig, client: ChatClient) -> GenerationResult:
                 return GenerationResult(False, config.max_iters, None, run_dir, transcript.path, None,
                                         reason="no accepted skill functions")
             skill_path = run_dir / "skill_functions.py"
-            _atomic_write(skill_path, functions)
+            atomic_write_text(skill_path, functions)
         conv = _Conversation(client, transcript, prompts.system)
         # composite tasks meet their reference test only once the state attributes exist
         code, rounds = _refine(conv, prompts, config, prompts.initial, "initial", dict(POLICY_METHODS),
@@ -240,7 +227,7 @@ def generate(config: GenerationConfig, client: ChatClient) -> GenerationResult:
                 return GenerationResult(False, rounds, None, run_dir, transcript.path, None, skill_path,
                                         reason="the attribute code was not accepted")
         execution = run_dir / "execution.py"
-        _atomic_write(execution, code)
+        atomic_write_text(execution, code)
         transcript.write(kind="result", accepted=True, rounds=rounds, execution=str(execution))
         logger.info("task %s seed %d: code accepted after %d rounds -> %s", config.task, config.seed, rounds, execution)
         return GenerationResult(True, rounds, code, run_dir, transcript.path, execution, skill_path)

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from code_generation.sandbox import PLAYER_CLASS, split_unit_test
-from rl_baseline.task_names import COMPOSITE_TASKS, TRAINING_TASK, check_task
-from rlaif.skills import SKILL_DESCRIPTIONS, SKILLS
+from common.vocabulary import COMPOSITE_TASKS, SKILL_DESCRIPTIONS, SKILLS, TRAINING_TASK, check_task
 
 PROMPT_DIR = Path(__file__).resolve().parent
 TASK_FILES = ("initial_prompt.txt", "check_prompt.txt", "rewrite_prompt.txt", "initial_values.txt", "reference_check.py")

@@ -11,14 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
+from code_generation.loader import module_path
 from code_generation.prompts import PROMPT_DIR
 from code_generation.sandbox import FULL_METHODS, SandboxLimits, check_source, run_in_sandbox
-from rl_baseline.task_names import ALL_TASKS
+from common.vocabulary import ALL_TASKS
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_META_ROOT = Path(__file__).resolve().parents[1] / "rl_baseline" / "meta_policies"
-
 
 @dataclass
 class ModuleCheck:
@@ -33,7 +31,7 @@ def check_meta_policy(task: str, seed: int = 42, root: str | Path | None = None,
                       limits: Optional[SandboxLimits] = None) -> ModuleCheck:
     """Static check and sandboxed reference unit test of ``{root}/{task}/seed{seed}/execution.py``."""
     base = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
-    path = Path(root if root is not None else DEFAULT_META_ROOT) / task / f"seed{seed}" / "execution.py"
+    path = module_path(task, seed, root)
     if not path.is_file():
         return ModuleCheck(task, path, False, "module not found")
     source = path.read_text(encoding="utf-8")

@@ -2,7 +2,7 @@
 
 Pair ``k`` of ``{directory}/{goal_key}.{npz,pkl}`` is samples ``2k`` and ``2k+1``. Each
 pair is captioned (:mod:`rlaif.captions`), put into the skill's judge prompt
-(:mod:`rlaif.prompts`), sent to a backend (:mod:`rlaif.backends`), and the reply is
+(:mod:`rlaif.prompts`), sent to a backend (:mod:`common.llm`), and the reply is
 parsed into a preference code (0 first, 1 second, 2 tie/neither, 3 unknown). A reply
 without a parseable answer gets one retry prompt; if that fails too the pair stays 3.
 
@@ -39,24 +39,25 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _json_str
 from pathlib import Path
 from typing import Any
-
-from json.encoder import encode_basestring_ascii as _json_str
 
 import numpy as np
 from tqdm import tqdm
 
-from rlaif.backends import DEFAULT_MODEL, Backend, BackendError, check_backend_name, make_backend
-from rlaif.captions import caption_from_values, message_text
-from rlaif.dataset import MESSAGE_LEN, STAT_FIELDS, DatasetError, ObservationDataset, find_dataset, load_dataset
+from common.atomic_io import atomic_write_json
+from common.llm import DEFAULT_MODEL, Backend, BackendError, check_backend_name, make_backend
+from common.nethack.messages import MESSAGE_LEN, decode_message
+from common.vocabulary import skill_index
+from rlaif.captions import caption_from_values
+from rlaif.dataset import STAT_FIELDS, DatasetError, ObservationDataset, find_dataset, load_dataset
 from rlaif.preferences import (
+    UNDECIDED_WARNING,
     UNKNOWN,
     PreferenceError,
-    UNDECIDED_WARNING,
     compare_with_release,
     label_counts,
     label_shares,
@@ -64,7 +65,6 @@ from rlaif.preferences import (
     save_preferences,
 )
 from rlaif.prompts import PromptBuilder, load_template, parse_answer, retry_conversation
-from rlaif.skills import skill_index
 
 logger = logging.getLogger(__name__)
 
@@ -190,21 +190,6 @@ def chunk_meta_path(preference_dir: str | os.PathLike, annotator: str, chunk_num
     return Path(preference_dir) / f"{annotator}.chunk{chunk_number}of{n_chunks}.json"
 
 
-def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _read_json(path: Path) -> dict[str, Any] | None:
     """An annotation metadata file, None when it does not exist.
 
@@ -285,9 +270,9 @@ def merge_chunks(
     labels = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
     out = final_path(preference_dir, annotator)
     save_preferences(out, labels)
-    _write_json_atomic(final_meta_path(preference_dir, annotator),
+    atomic_write_json(final_meta_path(preference_dir, annotator),
                        {"annotator": annotator, "num_pairs": num_pairs, "fingerprint": fingerprint, "n_chunks": n_chunks,
-                        "label_counts": label_counts(labels), "label_shares": label_shares(labels)})
+                        "label_counts": label_counts(labels), "label_shares": label_shares(labels)}, sort_keys=True)
     logger.info("merged %d chunks into %s (%s)", n_chunks, out, label_counts(labels))
     return labels
 
@@ -451,7 +436,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     # Then the (possibly fresh) chunk: from here on its files always exist.
     if cfg.ignore_existing or not cpath.exists():
         save_preferences(cpath, labels)
-    _write_json_atomic(mpath, meta)
+    atomic_write_json(mpath, meta, sort_keys=True)
 
     annotated = retried = unparseable = 0
     t0 = time.perf_counter()
@@ -485,8 +470,8 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                             if st is None:
                                 st = stats[samples].tolist()
                             cap = caption_from_values(
-                                message_text(raw[off:off + MESSAGE_LEN]),
-                                message_text(raw[off + MESSAGE_LEN:off + 2 * MESSAGE_LEN]),
+                                decode_message(raw[off:off + MESSAGE_LEN]),
+                                decode_message(raw[off + MESSAGE_LEN:off + 2 * MESSAGE_LEN]),
                                 st[s][0], st[s][1],
                             )
                             if len(caption_cache) >= CAPTION_CACHE_SIZE:
@@ -529,7 +514,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                 backend.close()
     seconds = time.perf_counter() - t0
     meta["complete"] = True
-    _write_json_atomic(mpath, meta)
+    atomic_write_json(mpath, meta, sort_keys=True)
 
     merged = merge_chunks(pdir, ann, cfg.n_chunks, num_pairs, fingerprint)
     summary = AnnotationSummary(

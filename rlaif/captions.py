@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlaif.dataset import HUNGER_NAMES, MESSAGE_LEN, STAT_FIELDS
+from common.nethack.messages import MESSAGE_LEN, decode_message
+from rlaif.dataset import HUNGER_NAMES, STAT_FIELDS
 
 NO_MESSAGE = "(no message)"
 
@@ -45,14 +46,6 @@ def hunger_name(value: int) -> str:
     if 0 <= value < len(HUNGER_NAMES):
         return HUNGER_NAMES[value]
     return f"unknown hunger state {value}"
-
-
-def message_text(raw: bytes) -> str:
-    """Decodes a zero-padded message (bytes) to a stripped string."""
-    end = raw.find(b"\0")
-    if end >= 0:
-        raw = raw[:end]
-    return raw.decode("latin-1").strip()
 
 
 def _quoted(text: str) -> str:
@@ -132,7 +125,7 @@ def caption_sample(messages: np.ndarray, stats: np.ndarray) -> str:
     raw = messages.astype(np.uint8, copy=False).tobytes()
     values = stats.tolist()
     return caption_from_values(
-        message_text(raw[:MESSAGE_LEN]), message_text(raw[MESSAGE_LEN:]), values[0], values[1]
+        decode_message(raw[:MESSAGE_LEN]), decode_message(raw[MESSAGE_LEN:]), values[0], values[1]
     )
 
 

@@ -16,7 +16,6 @@ import io
 import json
 import os
 import pickle
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-MESSAGE_LEN = 256
+from common.atomic_io import atomic_write
+from common.nethack.messages import MESSAGE_LEN, decode_message, encode_message
+
 STAT_FIELDS: tuple[str, ...] = ("depth", "gold", "hp", "hpmax", "xp_level", "hunger")
 STAT_INDEX: dict[str, int] = {name: i for i, name in enumerate(STAT_FIELDS)}
 # NetHack's hunger states as NLE's blstats report them (0 = satiated, 1 = not hungry).
@@ -64,38 +65,18 @@ class ObservationDataset:
         return decode_message(self.messages[index, which])
 
 
-def encode_message(text: str | bytes) -> np.ndarray:
-    """A message as 256 zero-padded bytes (longer messages are cut)."""
-    raw = text.encode("latin-1", errors="replace") if isinstance(text, str) else bytes(text)
-    out = np.zeros(MESSAGE_LEN, dtype=np.uint8)
-    raw = raw[:MESSAGE_LEN]
-    out[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-    return out
-
-
-def decode_message(arr: np.ndarray) -> str:
-    raw = bytes(np.asarray(arr, dtype=np.uint8))
-    end = raw.find(b"\0")
-    if end >= 0:
-        raw = raw[:end]
-    return raw.decode("latin-1").strip()
-
-
 def save_dataset(path: str | os.PathLike, dataset: ObservationDataset) -> None:
     """Writes the ``.npz`` atomically (temp file + rename), so a reader never sees half a file.
 
     The bytes depend only on the content (no timestamps), so equal datasets give equal files.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp.npz")
-    os.close(fd)
-    try:
-        arrays = {
-            "messages": dataset.messages,
-            "stats": dataset.stats,
-            "meta": np.array(json.dumps(dataset.meta, sort_keys=True)),
-        }
+    arrays = {
+        "messages": dataset.messages,
+        "stats": dataset.stats,
+        "meta": np.array(json.dumps(dataset.meta, sort_keys=True)),
+    }
+
+    def write(tmp: Path) -> None:
         # Same content -> same bytes: zip entries get a fixed timestamp (np.savez stamps the clock).
         with zipfile.ZipFile(tmp, mode="w", compression=zipfile.ZIP_DEFLATED) as zf:
             for key, value in arrays.items():
@@ -103,11 +84,8 @@ def save_dataset(path: str | os.PathLike, dataset: ObservationDataset) -> None:
                 info.compress_type = zipfile.ZIP_DEFLATED
                 with zf.open(info, "w", force_zip64=True) as fid:
                     np.lib.format.write_array(fid, np.asanyarray(value), allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+    path = atomic_write(path, write)
 
 
 class _RestrictedUnpickler(pickle.Unpickler):

@@ -1,7 +1,7 @@
 """A rule-based STAND-IN for the LLM annotator (not the paper's method).
 
 The paper annotates pairs with Llama 3.1 70B. These hand-written rules, derived
-from the five skill descriptions in :mod:`rlaif.skills`, exist for CPU smoke runs,
+from the five skill descriptions in :mod:`common.vocabulary`, exist for CPU smoke runs,
 tests, and for measuring how often an LLM agrees with simple rules. They read the
 same captions the LLM reads (parsed back out of the prompt text) and reply in the
 same text format (a short explanation and an ``Answer: ...`` line), so the very
@@ -23,9 +23,13 @@ Rules in short (scores are compared; equal scores give ``Answer: none``):
 """
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
+from typing import Any, Sequence
 
+from common.llm import Backend, BackendError, Conversation, register_backend
+from common.vocabulary import SKILLS, skill_index
 from rlaif.captions import (
     LABEL_DEPTH,
     LABEL_GOLD,
@@ -35,7 +39,8 @@ from rlaif.captions import (
     LABEL_MSG_BEFORE,
     LABEL_XP,
 )
-from rlaif.skills import SKILLS
+
+logger = logging.getLogger(__name__)
 
 STAND_IN_NOTICE = "heuristic annotator: a rule-based stand-in for the LLM"
 
@@ -198,3 +203,33 @@ def judge(prompt_text: str, skill: str) -> str:
     a, b = _fast_score(found[0], skill), _fast_score(found[1], skill)
     choice = "1" if a > b else "2" if b > a else "none"
     return f"Rule-based stand-in ({skill}): moment 1 scores {a:g}, moment 2 scores {b:g}.\nAnswer: {choice}"
+
+
+class HeuristicBackend(Backend):
+    """The rules above as an LLM backend (``--backend heuristic``), for the one client of
+    :mod:`common.llm`: the same prompts go in, the same reply format comes out."""
+
+    name = "heuristic"
+
+    def __init__(self, skill: str | None = None, **_: Any) -> None:
+        if skill is None:
+            raise BackendError("the heuristic backend needs the skill (pass skill=...)")
+        skill_index(skill)
+        self.skill = skill
+        logger.info(STAND_IN_NOTICE)
+
+    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        out = []
+        for conv in conversations:
+            users = [m["content"] for m in conv if m["role"] == "user"]
+            reply = judge(users[0] if users else "", self.skill)
+            if len(users) > 1:  # a retry: answer with the bare line, as asked
+                reply = reply.rsplit("\n", 1)[-1]
+            out.append(reply)
+        return out
+
+    def describe(self) -> str:
+        return "heuristic (rule-based stand-in for the LLM)"
+
+
+register_backend("heuristic", HeuristicBackend)

@@ -6,10 +6,11 @@ Codes (the same as the released files): 0 first better, 1 second better,
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from common.atomic_io import atomic_save_npy
 
 FIRST, SECOND, TIE, UNKNOWN = 0, 1, 2, 3
 LABEL_NAMES: dict[int, str] = {FIRST: "first", SECOND: "second", TIE: "tie", UNKNOWN: "unknown"}
@@ -52,18 +53,7 @@ def save_preferences(path: str | os.PathLike, labels: np.ndarray) -> None:
     """Atomic write (temp file in the same folder + rename): a crash never leaves half a file."""
     path = Path(path)
     labels = validate_preferences(labels, source=str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, labels)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_save_npy(path, labels)
 
 
 def label_counts(labels: np.ndarray) -> dict[str, int]:

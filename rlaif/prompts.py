@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.vocabulary import SKILLS
 from rlaif.preferences import FIRST, SECOND, TIE, UNKNOWN
-from rlaif.skills import SKILLS
 
 SYSTEM_PROMPT = (
     "You are an expert NetHack player acting as a careful and fair judge. You compare short "

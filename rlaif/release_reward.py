@@ -37,6 +37,9 @@ from typing import Any, Sequence
 import torch
 from tqdm import tqdm
 
+from common.atomic_io import atomic_write
+from common.torch_files import load_error_reason, plain_numbers, safe_load
+from common.vocabulary import SKILL_INDEX, SKILLS, skill_from_experiment, skill_index
 from rlaif.reward_arch import RELEASE_TO_OURS, ReleaseRewardModel
 from rlaif.reward_model import (
     CHECKPOINT_DIRNAME,
@@ -46,8 +49,6 @@ from rlaif.reward_model import (
     RewardModelConfig,
     list_checkpoints,
 )
-from rlaif.skills import SKILL_INDEX, SKILLS, skill_from_experiment, skill_index
-from rlaif.torch_files import atomic_write, load_error_reason, plain_numbers, safe_load
 
 logger = logging.getLogger(__name__)
 
@@ -254,7 +255,7 @@ def find_release_checkpoints(release_dir: str | Path, checkpoint_num: int = 0,
 
     Runs are folders whose name has the skill as a ``_``-separated part (``llama3_{skill}_default``);
     ``checkpoint_num`` 0 takes each run's latest checkpoint, as the release's learner does, another
-    value that iteration. Skills in the order of :data:`rlaif.skills.SKILLS`."""
+    value that iteration. Skills in the order of :data:`common.vocabulary.SKILLS`."""
     release_dir = Path(release_dir)
     if not release_dir.is_dir():
         raise ReleaseCheckpointError(f"release directory not found: {release_dir}")

@@ -45,11 +45,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlaif.reward_arch import ARCHS, LEGACY_ARCH, ReleaseRewardModel, check_arch
+from common.nethack.messages import MESSAGE_LEN
+from rlaif.reward_arch import LEGACY_ARCH, ReleaseRewardModel, check_arch
 
 logger = logging.getLogger(__name__)
 
-MESSAGE_LEN = 256
 CHECKPOINT_DIRNAME = "checkpoint_p0"
 METRICS_DIRNAME = "reward_metrics"
 QUANTILES_CSV = "train_norm_quantiles.csv"
@@ -275,10 +275,10 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dic
     """Reads a checkpoint with ``weights_only=True`` (tensors and plain containers only).
 
     Checkpoints are written with plain Python numbers (see ``train_reward``); numpy scalars of
-    files written elsewhere are read as numbers too (:func:`rlaif.torch_files.safe_load`).
+    files written elsewhere are read as numbers too (:func:`common.torch_files.safe_load`).
     Raises :class:`RewardCheckpointError` naming the file.
     """
-    from rlaif.torch_files import load_error_reason, plain_numbers, safe_load
+    from common.torch_files import load_error_reason, plain_numbers, safe_load
 
     path = Path(path)
     try:

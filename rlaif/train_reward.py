@@ -47,8 +47,13 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from rlaif.dataset import STAT_INDEX, DatasetError, ObservationDataset, decode_message, find_dataset, load_dataset
-from rlaif.preferences import FIRST, SECOND, TIE, UNKNOWN, PreferenceError, label_counts, load_preferences
+from common.atomic_io import atomic_write
+from common.nethack.messages import decode_message
+from common.torch_files import plain_numbers
+from common.vocabulary import SKILL_INDEX, skill_from_experiment, skill_index
+from rlaif.dataset import STAT_INDEX, DatasetError, ObservationDataset, find_dataset, load_dataset
+from rlaif.preferences import FIRST, SECOND, UNKNOWN, PreferenceError, label_counts, load_preferences
+from rlaif.reward_arch import DEFAULT_TRAIN_ARCH, release_diffstats
 from rlaif.reward_model import (
     CHECKPOINT_DIRNAME,
     METRICS_DIRNAME,
@@ -63,9 +68,6 @@ from rlaif.reward_model import (
     model_from_checkpoint,
     resolve_device,
 )
-from rlaif.reward_arch import DEFAULT_TRAIN_ARCH, release_diffstats
-from rlaif.skills import SKILL_INDEX, skill_from_experiment, skill_index
-from rlaif.torch_files import atomic_write, plain_numbers
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import argparse
 import logging
 import sys
 
-from rlaif.backends import BACKENDS, DEFAULT_MODEL, BackendError
-from rlaif.skills import SKILLS
+from common.llm import BACKENDS, DEFAULT_MODEL, BackendError
+from common.vocabulary import SKILLS
 
 
 def _bool(text: str) -> bool:

@@ -16,20 +16,17 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-from rlaif.collect import (
+from common.vocabulary import SKILLS
+from rl_baseline.collect.config import (
     POLICIES,
     CollectConfig,
     CollectError,
     ExplorerConfig,
     add_dataset_args,
     check_dataset_args,
-    check_output,
-    collect_dataset,
-    output_path,
     parse_policy_mix,
-    write_dataset,
 )
-from rlaif.skills import SKILLS
+from rl_baseline.collect.rollouts import check_output, collect_dataset, output_path, write_dataset
 
 
 def build_parser() -> argparse.ArgumentParser:

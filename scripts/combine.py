@@ -10,8 +10,8 @@ import logging
 import sys
 
 from code_generation.combine import CombineError, combine
-from rl_baseline.skills.meta_policy import MetaPolicyError
-from rl_baseline.task_names import ALL_TASKS
+from code_generation.loader import MetaPolicyError
+from common.vocabulary import ALL_TASKS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,9 +22,9 @@ import logging
 import sys
 from pathlib import Path
 
+from common.vocabulary import SKILLS
 from rlaif.release_reward import DEFAULT_NAME_TEMPLATE, convert_release_rewards
 from rlaif.reward_model import RewardCheckpointError
-from rlaif.skills import SKILLS
 
 
 def _skill_list(text: str) -> list[str]:

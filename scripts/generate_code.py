@@ -9,10 +9,13 @@ import logging
 import sys
 
 from code_generation.generate import GenerationConfig, generate
-from code_generation.llm import BACKENDS, DEFAULT_MODEL, ChatConfig, LLMError, make_client
 from code_generation.prompts import PromptError
 from code_generation.sandbox import SandboxLimits
-from rl_baseline.task_names import ALL_TASKS
+from common.llm import CODER_MODEL, BackendError, make_backend
+from common.vocabulary import ALL_TASKS
+
+# the backends that can write code (the annotation stand-ins cannot)
+CODE_BACKENDS = ("hf", "openai", "transformers", "vllm", "replay")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,13 +26,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out_dir", default="code_generation",
                    help="root of the outputs: {out_dir}/{task}/_seed{N}/{transcript.jsonl,execution.py}")
     p.add_argument("--max_iters", type=int, default=4, help="most code answers asked for (rewrites included)")
-    p.add_argument("--backend", default="hf", choices=BACKENDS, help="how the language model is reached")
-    p.add_argument("--model", default=DEFAULT_MODEL, help="model name (hub id, served name or local path)")
+    p.add_argument("--backend", default="hf", choices=CODE_BACKENDS,
+                   help="how the language model is reached (replay: the answers of a recorded transcript)")
+    p.add_argument("--model", default=CODER_MODEL, help="model name (hub id, served name or local path)")
     p.add_argument("--base_url", default=None, help="endpoint URL (TGI/vLLM for hf, OpenAI-compatible for openai)")
     p.add_argument("--api_key_env", default="HF_TOKEN", help="environment variable holding the API token")
     p.add_argument("--replay", default=None, help="transcript.jsonl whose answers the replay backend gives")
     p.add_argument("--temperature", type=float, default=0.2, help="sampling temperature")
     p.add_argument("--max_tokens", type=int, default=10000, help="most tokens per answer")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (openai, hf)")
+    p.add_argument("--device", default=None,
+                   help="for --backend transformers: cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument("--device_map", default=None,
+                   help="for --backend transformers: 'auto' spreads a large model over all GPUs (needs accelerate)")
     p.add_argument("--prompt_dir", default=None, help="folder of the prompt files (default: the package's)")
     p.add_argument("--meta_root", default=None,
                    help="meta-policy root whose exploration module is shown to evaluation tasks")
@@ -47,18 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_iters < 1:
         print("error: --max_iters must be at least 1", file=sys.stderr)
         return 2
-    chat = ChatConfig(backend=args.backend, model=args.model, base_url=args.base_url,
-                      temperature=args.temperature, max_tokens=args.max_tokens,
-                      api_key_env=args.api_key_env, replay_path=args.replay, seed=args.seed)
     config = GenerationConfig(task=args.task, seed=args.seed, out_dir=args.out_dir, max_iters=args.max_iters,
                               prompt_dir=args.prompt_dir, meta_root=args.meta_root,
                               reference_test=not args.no_reference_test, skill_functions=args.skill_functions,
                               limits=SandboxLimits(wall_seconds=args.test_timeout,
                                                    cpu_seconds=max(1, int(args.test_timeout))))
     try:
-        client = make_client(chat)
+        client = make_backend(args.backend, model=args.model, base_url=args.base_url,
+                              temperature=args.temperature, max_tokens=args.max_tokens, top_k=0, top_p=1.0,
+                              seed=args.seed, api_key_env=args.api_key_env, replay_path=args.replay,
+                              timeout=args.timeout, max_retries=2, concurrency=1, device=args.device,
+                              device_map=args.device_map)
         result = generate(config, client)
-    except (LLMError, PromptError) as exc:
+    except (BackendError, PromptError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"transcript: {result.transcript_path}")

@@ -23,16 +23,10 @@ import sqlite3
 import sys
 from typing import Optional, Sequence
 
-from rlaif.collect import (
-    CollectError,
-    add_dataset_args,
-    check_dataset_args,
-    check_output,
-    output_path,
-    write_dataset,
-)
-from rlaif.skills import SKILLS
-from rlaif.ttyrec_import import LAYOUTS, ImportConfig, import_ttyrecs
+from common.vocabulary import SKILLS
+from rl_baseline.collect.config import CollectError, add_dataset_args, check_dataset_args
+from rl_baseline.collect.rollouts import check_output, output_path, write_dataset
+from rl_baseline.collect.ttyrecs import LAYOUTS, ImportConfig, import_ttyrecs
 
 
 def build_parser() -> argparse.ArgumentParser:

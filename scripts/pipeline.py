@@ -19,10 +19,18 @@ import logging
 import sys
 from pathlib import Path
 
-from rl_baseline.pipeline import (
-    PRESETS, PipelineError, build_plan, clean_out_dir, format_plan, has_state, make_config, run_plan, timing_table,
+from common.vocabulary import ALL_TASKS, EVAL_TASKS
+from orchestration.pipeline import (
+    PRESETS,
+    PipelineError,
+    build_plan,
+    clean_out_dir,
+    format_plan,
+    has_state,
+    make_config,
+    run_plan,
+    timing_table,
 )
-from rl_baseline.task_names import ALL_TASKS, EVAL_TASKS
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -125,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     plan = build_plan(cfg)
     if args.write_slurm:
-        from slurm.render import SlurmError, write_slurm
+        from orchestration.slurm import SlurmError, write_slurm
 
         try:
             written = write_slurm(plan, args.write_slurm, cfg)
@@ -161,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if not results or results[-1].status == "failed":
         return 1
 
-    from rl_baseline.report import find_eval_results, results_table
+    from orchestration.report import find_eval_results, results_table
 
     evals = find_eval_results(cfg.policy_train_dir)
     print(f"\nresults ({args.preset} preset; full report: {Path(cfg.report_dir) / 'results.md'}):\n")

@@ -22,7 +22,7 @@ import logging
 import sys
 from pathlib import Path
 
-from rl_baseline.report import ReportError, build_report
+from orchestration.report import ReportError, build_report
 
 
 def build_parser() -> argparse.ArgumentParser:

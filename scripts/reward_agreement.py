@@ -2,7 +2,7 @@
 
 Plays episodes with a trained skill policy, pairs the steps of one skill, labels the pairs
 with an annotator backend and compares the labels with the skill's reward model; the same
-on the reward model's offline validation split. See :mod:`rl_baseline.reward_agreement`.
+on the reward model's offline validation split. See :mod:`orchestration.reward_agreement`.
 
 Examples::
 
@@ -23,9 +23,9 @@ import argparse
 import logging
 import sys
 
-from rl_baseline.reward_agreement import COLLECT_MODES, PAIR_SAMPLINGS
-from rlaif.backends import BACKENDS, DEFAULT_MODEL
-from rlaif.skills import SKILLS
+from common.llm import BACKENDS, DEFAULT_MODEL
+from common.vocabulary import SKILLS
+from orchestration.reward_agreement import COLLECT_MODES, PAIR_SAMPLINGS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # imported here so that --help stays quick
-    from rl_baseline.reward_agreement import AgreementConfig, AgreementError, AnnotatorSettings, run_agreement
+    from common.llm import BackendError
+    from orchestration.reward_agreement import AgreementConfig, AgreementError, AnnotatorSettings, run_agreement
     from rlaif.annotate import AnnotationError
-    from rlaif.backends import BackendError
 
     settings = AnnotatorSettings(
         backend=args.backend, model=args.model, base_url=args.base_url, num_gpus=args.num_gpus,

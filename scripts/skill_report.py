@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-from rlaif.skills import SKILLS
+from common.vocabulary import SKILLS
 
 logger = logging.getLogger("scripts.skill_report")
 
@@ -45,10 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     args = build_parser().parse_args(argv)
+    from orchestration.skill_report import REPORT_MD, SkillReportConfig, build_skill_report, check_policy_dir
     from rl_baseline.sf.cfg import ConfigError
     from rl_baseline.sf.checkpoints import CheckpointError
     from rl_baseline.sf.skill_eval import POLICY_KINDS
-    from rl_baseline.skill_report import REPORT_MD, SkillReportConfig, build_skill_report, check_policy_dir
 
     skills = tuple(s for s in args.skills.split(",") if s)
     policies = tuple(p for p in args.policies.split(",") if p)

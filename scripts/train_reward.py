@@ -20,11 +20,11 @@ import argparse
 import logging
 import sys
 
+from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError
 from rlaif.preferences import PreferenceError
 from rlaif.reward_arch import ARCHS, DEFAULT_TRAIN_ARCH
 from rlaif.reward_model import RewardModelConfig
-from rlaif.skills import SKILLS
 from rlaif.train_reward import RewardTrainingConfig, RewardTrainingError, train_reward
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common.llm import BackendError, OpenAIBackend, SamplingConfig, make_backend
+from common.nethack.messages import encode_message
 from rlaif import heuristic
 from rlaif.annotate import (
     TEST_DELAY_ENV,
@@ -23,9 +25,8 @@ from rlaif.annotate import (
     label_agreement,
     run_annotation,
 )
-from rlaif.backends import BackendError, OpenAIBackend, SamplingConfig, make_backend
 from rlaif.captions import caption_sample
-from rlaif.dataset import ObservationDataset, encode_message, save_dataset
+from rlaif.dataset import ObservationDataset, save_dataset
 from rlaif.preferences import FIRST, SECOND, TIE, UNKNOWN, load_preferences, save_preferences
 from rlaif.prompts import PromptBuilder, parse_answer
 from scripts import annotate_pairs
@@ -460,7 +461,7 @@ def _spawn(root: Path, *args: str, delay: float = 0.0, skill: str = "descender")
 
 
 def test_no_nle_or_sample_factory_or_torch_at_import(tmp_path) -> None:
-    code = ("import sys, rlaif.annotate, rlaif.backends, rlaif.heuristic, scripts.annotate_pairs; "
+    code = ("import sys, rlaif.annotate, common.llm, rlaif.heuristic, scripts.annotate_pairs; "
             "bad = [m for m in ('nle', 'sample_factory', 'torch', 'transformers', 'vllm', 'requests') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
@@ -572,7 +573,7 @@ def test_vllm_backend_uses_tensor_parallel_sampling_params_and_chat_template(tmp
 
 
 def test_chat_completions_url() -> None:
-    from rlaif.backends import chat_completions_url
+    from common.llm import chat_completions_url
 
     assert chat_completions_url("http://h:8000") == "http://h:8000/v1/chat/completions"
     assert chat_completions_url("http://h:8000/v1/") == "http://h:8000/v1/chat/completions"

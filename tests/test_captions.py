@@ -4,8 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from common.nethack.messages import encode_message
+from common.vocabulary import SKILLS
 from rlaif.captions import caption_pair, caption_sample, hunger_name
-from rlaif.dataset import HUNGER_NAMES, encode_message
+from rlaif.dataset import HUNGER_NAMES
 from rlaif.preferences import FIRST, SECOND, TIE, UNKNOWN
 from rlaif.prompts import (
     GOD_WARNING,
@@ -18,7 +20,6 @@ from rlaif.prompts import (
     parse_answer,
     retry_conversation,
 )
-from rlaif.skills import SKILLS
 
 
 def sample(before: str, after: str, s0: list[int], s1: list[int]) -> tuple[np.ndarray, np.ndarray]:

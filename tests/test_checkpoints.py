@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from common.torch_files import plain_numbers
 from rl_baseline.sf.checkpoints import CheckpointError, list_checkpoints, load_checkpoint_file, load_newest
-from rlaif.torch_files import plain_numbers
 
 
 def _policy_state(env_steps: int, best=-1e9) -> dict:

@@ -9,9 +9,16 @@ from pathlib import Path
 import pytest
 
 from code_generation.combine import CombineError, combine
-from code_generation.prompts import PROMPT_DIR, TASK_FILES, TaskPrompts, existing_class_source, extract_code, parse_verdict
+from code_generation.prompts import (
+    PROMPT_DIR,
+    TASK_FILES,
+    TaskPrompts,
+    existing_class_source,
+    extract_code,
+    parse_verdict,
+)
+from common.vocabulary import ALL_TASKS, COMPOSITE_TASKS
 from rl_baseline.skills import meta_policy
-from rl_baseline.task_names import ALL_TASKS, COMPOSITE_TASKS
 from scripts import combine as combine_cli
 from scripts import generate_code
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl_baseline.nethack.prices import (
+from common.nethack.prices import (
     BOOTS_APPEARANCES,
     CLOAK_APPEARANCES,
     HELMET_APPEARANCES,
@@ -14,7 +14,7 @@ from rl_baseline.nethack.prices import (
     price_identifies,
     sell_offer,
 )
-from rl_baseline.task_names import EVAL_TASKS, TASK_MEASURE
+from common.vocabulary import EVAL_TASKS, TASK_MEASURE
 from rl_baseline.tasks.detectors import (
     buc_from_altar_message,
     is_delphi_greeting,

@@ -7,11 +7,10 @@ import pytest
 from nle import nethack
 
 import rl_baseline.envs  # noqa: F401  (registers the env)
-from rl_baseline.envs import ENV_ID, EnvConfigError, NetHackScoreMonk, make_monk_env
-from rl_baseline.envs import monk_env
-from rl_baseline.nethack import blstats as B
-from rl_baseline.nethack.actions import ACTION_NAMES, ACTIONS, action_index
-from rl_baseline.nethack.options import OptionsFileError, nle_options, read_options_file
+from common.nethack import blstats as B
+from common.nethack.actions import ACTIONS, action_index
+from rl_baseline.envs import ENV_ID, EnvConfigError, NetHackScoreMonk, make_monk_env, monk_env
+from rl_baseline.envs.options import OptionsFileError, nle_options, read_options_file
 from rl_baseline.tasks.detectors import make_task_tracker
 
 INFO_KEYS = {

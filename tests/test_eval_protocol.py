@@ -9,15 +9,25 @@ import re
 import numpy as np
 import pytest
 
-from rl_baseline.nethack.overview import GNOMISH_MINES, overview_has_text, parse_overview
+from common.vocabulary import EVAL_TASKS, INTERACTION_TASKS, TASK_MEASURE
+from rl_baseline.envs.overview import GNOMISH_MINES, overview_has_text, parse_overview
 from rl_baseline.sf.evaluate import (
-    check_eval_args, run_evaluation, summarize, write_results,
+    check_eval_args,
+    run_evaluation,
+    summarize,
+    write_results,
 )
-from rl_baseline.task_names import EVAL_TASKS, INTERACTION_TASKS, TASK_MEASURE
 from rl_baseline.tasks.detectors import make_task_tracker
 from rl_baseline.tasks.release_protocol import (
-    CLASS_BASE_PRICES, DESCEND_MESSAGE, RELEASE_ENV_STEPS, RELEASE_NUM_ENVS, RELEASE_RULES, RELEASE_STATS_AVG,
-    make_release_tracker, release_price_identified, release_window,
+    CLASS_BASE_PRICES,
+    DESCEND_MESSAGE,
+    RELEASE_ENV_STEPS,
+    RELEASE_NUM_ENVS,
+    RELEASE_RULES,
+    RELEASE_STATS_AVG,
+    make_release_tracker,
+    release_price_identified,
+    release_window,
 )
 
 PROMPT = "Beware, there will be no return!  Still climb? [yn] (n)"
@@ -427,7 +437,7 @@ def _teleport_to(env, x: int, y: int) -> None:
 
 
 def _step(env, action: str) -> dict:
-    from rl_baseline.nethack.actions import action_index
+    from common.nethack.actions import action_index
 
     return env.step(action_index(action))[4]
 

@@ -6,9 +6,11 @@ import re
 import numpy as np
 import pytest
 
-from rlaif.collect import ExplorerPolicy, stats_from_blstats
-from rlaif.dataset import HUNGER_NAMES, MESSAGE_LEN, load_dataset
-from rlaif.ttyrec_import import parse_status_line, read_frame
+from common.nethack.messages import MESSAGE_LEN
+from rl_baseline.collect.explorer import ExplorerPolicy
+from rl_baseline.collect.rollouts import stats_from_blstats
+from rl_baseline.collect.ttyrecs import parse_status_line, read_frame
+from rlaif.dataset import HUNGER_NAMES, load_dataset
 from scripts.import_ttyrecs import main
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rl_baseline.intrinsic_reward import (
+from common.nethack.messages import message_bytes
+from rl_baseline.skills.intrinsic_reward import (
     IntrinsicReward,
     RewardConfigError,
     ScoreCache,
-    message_key,
     parse_quantiles,
     parse_reward_dirs,
     validate_reward_setup,
@@ -71,7 +71,7 @@ def test_counts_are_shared_across_skills_and_ignore_padding():
     reward, _ = make_reward(beta=1.0)
     assert reward.intrinsic(0, msg("abcd"), 0) == pytest.approx(4.0)
     assert reward.intrinsic(1, msg("abcd"), 0) == pytest.approx(8.0 / 2)
-    assert message_key(msg("abcd")) == b"abcd"
+    assert message_bytes(msg("abcd")) == b"abcd"
 
 
 def test_cache_avoids_forward_passes_and_keys_on_skill_and_depth():

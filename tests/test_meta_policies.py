@@ -10,9 +10,8 @@ import pytest
 
 from code_generation.prompts import PROMPT_DIR
 from code_generation.sandbox import FULL_METHODS, SandboxLimits, check_source, run_in_sandbox
+from common.vocabulary import ALL_TASKS, SKILLS
 from rl_baseline.skills import meta_policy
-from rl_baseline.task_names import ALL_TASKS
-from rlaif.skills import SKILLS
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = (PROMPT_DIR / "unit_test_harness.py").read_text()

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from common.vocabulary import NUM_SKILLS
 from rl_baseline.models import render
 from rl_baseline.models.cdgpt5 import (
     SF_DEFAULTS,
@@ -28,7 +29,6 @@ from rl_baseline.models.obs import (
     monk_features,
     spell_kind,
 )
-from rlaif.skills import NUM_SKILLS
 
 SPACE = ord(" ")
 

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from rl_baseline.nethack.overview import (
+from rl_baseline.envs.overview import (
     DUNGEONS_OF_DOOM,
     GNOMISH_MINES,
     overview_mentions,

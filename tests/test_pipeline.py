@@ -10,11 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from rl_baseline.pipeline import (
-    DEFAULT_REPLAY, Phase, PipelineError, build_plan, make_config, run_plan, skill_training_args,
+from common.vocabulary import ALL_TASKS, EVAL_TASKS, SKILLS
+from orchestration.pipeline import (
+    DEFAULT_REPLAY,
+    Phase,
+    PipelineError,
+    build_plan,
+    make_config,
+    run_plan,
+    skill_training_args,
 )
-from rl_baseline.task_names import ALL_TASKS, EVAL_TASKS
-from rlaif.skills import SKILLS
 from scripts import pipeline as pipeline_cli
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,12 +11,12 @@ import collections
 import numpy as np
 import pytest
 
+from common.nethack.actions import action_index
+from common.vocabulary import SKILLS
 from rl_baseline.envs import make_monk_env
-from rl_baseline.intrinsic_reward import IntrinsicReward, ScoreCache
-from rl_baseline.nethack.actions import action_index
 from rl_baseline.skills import meta_policy
+from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
 from rl_baseline.skills.runtime import WINDOW_HERO, SkillRuntime, initiation_window
-from rlaif.skills import SKILLS
 
 CREATE_MONSTER = b"\x07"  # wizard mode's Ctrl-G
 

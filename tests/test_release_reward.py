@@ -17,10 +17,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rlaif.dataset import STAT_FIELDS, ObservationDataset, encode_message
+from common.nethack.messages import encode_message
+from rlaif.dataset import STAT_FIELDS
+from rlaif.release_reward import ReleaseCheckpointError, convert_release_rewards
 from rlaif.reward_arch import ReleaseRewardModel, release_diffstats
 from rlaif.reward_model import RewardModelConfig, load_skill_reward
-from rlaif.release_reward import ReleaseCheckpointError, convert_release_rewards
 
 TEXTS = ["You climb down the stairs.", "", "You see here a lichen corpse.", "The newt bites!",
          "There is a staircase down here.", "You fall through a trap door!"]
@@ -274,7 +275,7 @@ def test_existing_output_is_kept_unless_overwrite(tmp_path: Path) -> None:
 def test_rl_time_scoring_feeds_only_the_depth_change(tmp_path: Path) -> None:
     """At RL time the release's wrapper zeroes gold, hp, xp and hunger changes: the stat MLP must see
     [clip(depth change), 0, 0, 0, 0], through the intrinsic-reward path the environments use."""
-    from rl_baseline.intrinsic_reward import IntrinsicReward, ScoreCache
+    from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
 
     write_release_run(tmp_path / "release", "descender", seed=10)
     convert_release_rewards(tmp_path / "ours", release_dir=tmp_path / "release", progress=False, name_template="{skill}")
@@ -323,8 +324,8 @@ def test_unique_inputs_of_the_release_arch_key_on_all_five_stats() -> None:
 
 
 def test_release_arch_trains_through_train_reward_and_reloads(tmp_path: Path) -> None:
-    from tests.test_train_reward import config, write_inputs
     from rlaif.train_reward import reward_inputs, train_reward
+    from tests.test_train_reward import config, write_inputs
 
     dataset, _ = write_inputs(tmp_path, pairs=48, seed=11)
     result = train_reward(config(tmp_path, batch_size=16, num_epochs=1, model=RewardModelConfig(arch="release")))

@@ -8,13 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from rl_baseline.paper_results import PAPER_RESULTS, format_value
-from rl_baseline.report import (
-    ReportError, build_report, find_eval_results, find_training_runs, load_eval_result, results_table,
+from common.vocabulary import EVAL_TASKS, SKILLS, TASK_MEASURE
+from orchestration.paper_results import PAPER_RESULTS, format_value
+from orchestration.report import (
+    ReportError,
+    build_report,
+    find_eval_results,
+    find_training_runs,
+    load_eval_result,
+    results_table,
 )
 from rl_baseline.sf.evaluate import EpisodeResult, summarize, write_results
-from rl_baseline.task_names import EVAL_TASKS, TASK_MEASURE
-from rlaif.skills import SKILLS
 from rlaif.train_reward import METRICS_HEADER
 from scripts import report as report_cli
 

@@ -1,4 +1,4 @@
-"""rl_baseline.report: training curves from the runtime's episode statistics, the measures table,
+"""orchestration.report: training curves from the runtime's episode statistics, the measures table,
 meta-policy errors of evaluations and the forced-skill evaluation (skill report) section."""
 from __future__ import annotations
 
@@ -8,11 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from rl_baseline.report import (
-    LENGTH_PNG, MEASURES_PNG, NONZERO_PNG, RETURN_PNG, SHARE_PNG, SKILL_REPORT_HEADING, build_report,
-    find_eval_results, find_training_runs, results_table,
+from common.vocabulary import SKILLS
+from orchestration.report import (
+    LENGTH_PNG,
+    MEASURES_PNG,
+    NONZERO_PNG,
+    RETURN_PNG,
+    SHARE_PNG,
+    SKILL_REPORT_HEADING,
+    build_report,
+    find_eval_results,
+    find_training_runs,
+    results_table,
 )
-from rlaif.skills import SKILLS
 
 CURVES = (RETURN_PNG, SHARE_PNG, NONZERO_PNG, LENGTH_PNG, MEASURES_PNG)
 STEPS = [500 * (i + 1) for i in range(7)]
@@ -106,7 +114,7 @@ def test_meta_policy_errors_column_and_warning(tmp_path, caplog):
     assert "| gnomish | success | 50.0% +- 10.0 | 4 | 3 |" in table
     assert "| delphi | success | 50.0% +- 10.0 | 4 | 0 |" in table
     assert "| minetown | success | 50.0% +- 10.0 | 4 |  |" in table
-    with caplog.at_level(logging.WARNING, logger="rl_baseline.report"):
+    with caplog.at_level(logging.WARNING, logger="orchestration.report"):
         report = build_report([tmp_path], tmp_path / "report", plots=False)
     warning = [line for line in report.markdown.splitlines() if line.startswith("**Warning:**")]
     assert len(warning) == 1 and "gnomish" in warning[0] and "delphi" not in warning[0]

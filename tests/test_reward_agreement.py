@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl_baseline.reward_agreement import (
+from common.nethack import blstats as B
+from common.nethack.messages import decode_message, encode_message
+from orchestration.reward_agreement import (
     AgreementError,
     agreement_stats,
     backend_info,
@@ -28,8 +30,7 @@ from rl_baseline.reward_agreement import (
     pair_scores,
     select_skill_steps,
 )
-from rl_baseline.nethack import blstats as B
-from rlaif.dataset import STAT_INDEX, decode_message, encode_message, load_dataset
+from rlaif.dataset import STAT_INDEX, load_dataset
 from rlaif.preferences import load_preferences
 from rlaif.reward_model import RewardModelConfig, load_skill_reward
 from scripts.reward_agreement import main
@@ -261,7 +262,8 @@ def test_bad_input_exits_2_naming_the_problem_and_writes_nothing(tmp_path, capsy
 @pytest.fixture(scope="module")
 def tiny_policy(tmp_path_factory):
     """A policy trained for ~600 env steps on tiny reward models (about 30 s on 2 cores)."""
-    from tests.test_training import build_tiny_reward_dirs, run_main
+    from bench.fixtures import build_tiny_reward_dirs
+    from tests.test_training import run_main
 
     root = tmp_path_factory.mktemp("agreement_policy")
     dirs = build_tiny_reward_dirs(root)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlaif.dataset import encode_message
+from common.nethack.messages import encode_message
 from rlaif.reward_model import (
     LoadedSkillReward,
     RewardModelConfig,

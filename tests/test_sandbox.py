@@ -3,8 +3,17 @@ from __future__ import annotations
 
 import pytest
 
-from code_generation.sandbox import (FULL_METHODS, POLICY_METHODS, SandboxLimits, SandboxViolation, check_source,
-                                     minimal_env, run_in_sandbox, split_unit_test, validate_source)
+from code_generation.sandbox import (
+    FULL_METHODS,
+    POLICY_METHODS,
+    SandboxLimits,
+    SandboxViolation,
+    check_source,
+    minimal_env,
+    run_in_sandbox,
+    split_unit_test,
+    validate_source,
+)
 
 CLASS = '''
 class NetHackPlayer:

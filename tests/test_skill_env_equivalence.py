@@ -43,11 +43,11 @@ class MessageScorer:
 
 
 def build_env():
+    from common.vocabulary import SKILLS
     from rl_baseline.envs import make_monk_env
-    from rl_baseline.intrinsic_reward import IntrinsicReward, ScoreCache
     from rl_baseline.skills import meta_policy
+    from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
     from rl_baseline.skills.runtime import SkillRuntime
-    from rlaif.skills import SKILLS
 
     # threshold 0: about half the messages pay, so thresholding and the count division both show
     reward = IntrinsicReward([MessageScorer(i) for i in range(len(SKILLS))], [0.0] * len(SKILLS), beta=3.0,
@@ -59,7 +59,7 @@ def build_env():
 def action_sampler(rng: np.random.Generator):
     """Random actions without prayer (an angry god ends the game within steps) and with many rests,
     so the discoverer's time budget runs out and the policy over skills moves on."""
-    from rl_baseline.nethack.actions import ACTION_NAMES, action_index
+    from common.nethack.actions import ACTION_NAMES, action_index
 
     allowed = [i for i, name in enumerate(ACTION_NAMES) if name != "pray"]
     wait = action_index("wait")

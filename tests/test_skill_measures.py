@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from common.nethack.actions import action_index
+from common.vocabulary import SKILLS
 from rl_baseline.envs import make_monk_env
-from rl_baseline.intrinsic_reward import IntrinsicReward, ScoreCache
-from rl_baseline.nethack.actions import action_index
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, parse_cfg
 from rl_baseline.sf.env import StartDepth
+from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
 from rl_baseline.tasks.skill_measures import SkillMeasures, altar_in_view, is_shop_greeting
-from rlaif.skills import SKILLS
 
 
 class ZeroModel:
@@ -180,8 +180,8 @@ def test_forced_skill_flags_are_checked():
 
 
 def test_confidence_intervals_and_the_verdict():
+    from orchestration.skill_report import beats
     from rl_baseline.sf.skill_eval import mean_ci95
-    from rl_baseline.skill_report import beats
 
     mean, lo, hi = mean_ci95([1.0, 2.0, 3.0])
     # mean 2, sample sd 1, t(0.975, 2) = 4.303: half width 4.303 / sqrt(3)

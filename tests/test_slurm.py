@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rl_baseline.pipeline import PAPER_NUM_PAIRS, build_plan, make_config
-from rl_baseline.task_names import ALL_TASKS, EVAL_TASKS
-from rlaif.skills import SKILLS
-from slurm.render import SlurmError, SlurmSettings, fill_template, render_jobs, write_slurm
+from common.vocabulary import ALL_TASKS, EVAL_TASKS, SKILLS
+from orchestration.pipeline import PAPER_NUM_PAIRS, build_plan, make_config
+from orchestration.slurm import SlurmError, SlurmSettings, fill_template, render_jobs, write_slurm
 
 SHELL_VALUES = {"SLURM_ARRAY_TASK_ID": "0", "SLURM_PROCID": "0", "SERVER_HOST": "gpu-node-7"}
 
@@ -86,7 +85,7 @@ def test_annotation_array_runs_one_chunk_per_task_with_vllm_over_the_node(jobs):
         args = parse(argv)
         assert args.chunk_number == chunk and args.n_chunks == cfg.annotate_chunks
         assert args.backend == "vllm" and args.num_gpus == cfg.annotate_gpus and args.goal_key == "merchant"
-        assert args.model == "meta-llama/Meta-Llama-3.1-70B-Instruct"
+        assert args.model == "meta-llama/Llama-3.1-70B-Instruct"
     (merge,) = commands_in(out / "merge_merchant.sbatch")
     margs = parse(merge)
     assert margs.merge and margs.n_chunks == cfg.annotate_chunks and margs.goal_key == "merchant"
@@ -96,7 +95,7 @@ def test_annotation_array_runs_one_chunk_per_task_with_vllm_over_the_node(jobs):
 def test_server_variant_is_a_heterogeneous_job_with_openai_clients(jobs):
     cfg, out, _ = jobs
     text = (out / "annotate_server_descender.sbatch").read_text()
-    assert "#SBATCH hetjob" in text and "vllm serve meta-llama/Meta-Llama-3.1-70B-Instruct" in text
+    assert "#SBATCH hetjob" in text and "vllm serve meta-llama/Llama-3.1-70B-Instruct" in text
     assert f"--tensor-parallel-size {cfg.annotate_gpus}" in text
     assert f"#SBATCH --nodes=1 --ntasks={cfg.annotate_chunks}" in text
     (argv,) = commands_in(out / "annotate_server_descender.sbatch", {"SLURM_PROCID": "5"})
@@ -118,7 +117,7 @@ def test_reward_generate_train_eval_commands_parse_with_paper_settings(jobs):
         gen, comb = commands_in(out / f"generate_{task}.sbatch")
         g, c = parse(gen), parse(comb)
         assert g.task == c.task == task and g.seed == c.seed == 42
-        assert g.model == "meta-llama/Meta-Llama-3.1-405B-Instruct"
+        assert g.model == "meta-llama/Llama-3.1-405B-Instruct"
         assert c.gen_dir == g.out_dir
     (train,) = commands_in(out / "train_skills.sbatch")
     t = parse(train)

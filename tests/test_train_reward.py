@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlaif.dataset import ObservationDataset, encode_message, save_dataset
+from common.nethack.messages import encode_message
+from rlaif.dataset import ObservationDataset, save_dataset
 from rlaif.preferences import save_preferences
 from rlaif.reward_model import RewardModelConfig, list_checkpoints, load_skill_reward
 from rlaif.train_reward import QUANTILES, RewardTrainingConfig, RewardTrainingError, split_pairs, train_reward
@@ -220,7 +221,7 @@ def test_resume_matches_an_uninterrupted_run_and_finished_run_is_a_no_op(tmp_pat
     assert part["num_iters"] * 3 == full["num_iters"] * 2
     with caplog.at_level(logging.INFO, logger="rlaif.train_reward"):
         resumed = train_reward(config(tmp_path, train_dir=str(tmp_path / "part"), num_epochs=3))
-    assert f"resuming from" in caplog.text and resumed["num_iters"] == full["num_iters"]
+    assert "resuming from" in caplog.text and resumed["num_iters"] == full["num_iters"]
     _assert_same_weights(Path(full["checkpoint"]), Path(resumed["checkpoint"]))
     run = tmp_path / "part" / EXPERIMENT
     with (run / "reward_metrics" / "metrics.csv").open() as fh:

@@ -12,9 +12,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rl_baseline.intrinsic_reward import IntrinsicReward, ScoreCache
+from bench.fixtures import TINY_MESSAGES, build_tiny_reward_dirs  # noqa: F401
+from common.vocabulary import SKILLS
+from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime, initiation_window
-from rlaif.skills import SKILLS
 
 
 # ----------------------------------------------------------------------------- stand-ins
@@ -438,52 +439,6 @@ def test_environment_failure_ends_the_run_with_an_error(tmp_path, where):
 
 # ----------------------------------------------------------------------------- end to end
 REPO = Path(__file__).resolve().parents[1]
-TINY_MESSAGES = [
-    "", "You kill the newt!", "You see here a scroll labeled ELBIB YLOH.", "There is a staircase down here.",
-    "You climb up the stairs.", "Welcome to Asidonhopo's general store!", "There is an altar to Huan Ti here.",
-    "You sold a dagger for 2 gold pieces.", "The jackal bites!", "You find a hidden passage.",
-    "Asidonhopo offers 5 gold pieces for your dagger.  Sell it?", "There is a black flash as it hits the altar.",
-    "You hit the grid bug.", "It's solid stone.", "You are beginning to feel hungry.", "12 gold pieces.",
-]
-
-
-def build_tiny_reward_dirs(root: Path, pairs: int = 96, seed: int = 0) -> list[str]:
-    """Five reward models trained for one epoch on a synthetic message dataset (one per skill)."""
-    from rlaif.dataset import ObservationDataset, encode_message, save_dataset
-    from rlaif.preferences import save_preferences
-    from rlaif.reward_model import RewardModelConfig
-    from rlaif.train_reward import RewardTrainingConfig, train_reward
-
-    rng = np.random.default_rng(seed)
-    n = 2 * pairs
-    messages = np.zeros((n, 2, 256), dtype=np.uint8)
-    stats = np.ones((n, 2, 6), dtype=np.int32)
-    for i in range(n):
-        messages[i, 0] = encode_message(TINY_MESSAGES[rng.integers(len(TINY_MESSAGES))])
-        messages[i, 1] = encode_message(TINY_MESSAGES[rng.integers(len(TINY_MESSAGES))])
-        stats[i, 1, 0] = 1 + rng.integers(0, 2)
-    dataset = ObservationDataset(messages, stats, {"source": "synthetic test data"})
-    data_dir, pref_dir, train_dir = root / "og_dataset", root / "preference", root / "skill_rewards"
-    dirs = []
-    for k, skill in enumerate(SKILLS):
-        save_dataset(data_dir / f"{skill}.npz", dataset)
-        # each skill prefers a different set of messages (by the message index modulo 5)
-        def liked(i: int) -> int:
-            text = bytes(messages[i, 1]).rstrip(b"\0").decode()
-            return int(TINY_MESSAGES.index(text) % len(SKILLS) == k)
-        labels = np.array([2 if liked(2 * j) == liked(2 * j + 1) else (0 if liked(2 * j) else 1)
-                           for j in range(pairs)], dtype=np.int32)
-        experiment = f"llama3_{skill}_default"
-        save_preferences(pref_dir / f"{experiment}.npy", labels)
-        train_reward(RewardTrainingConfig(
-            dataset_dir=str(data_dir), preference_dir=str(pref_dir), experiment=experiment,
-            train_dir=str(train_dir), num_epochs=2, batch_size=64, seed=777, num_workers=0, reward_lr=1e-3,
-            device="cpu", progress=False,
-            model=RewardModelConfig(embed_dim=8, conv_channels=(16,), kernel_sizes=(3,), pool_sizes=(1,),
-                                    hidden_dim=16, mlp_layers=1),
-        ))
-        dirs.append(str(train_dir / experiment))
-    return dirs
 
 
 def _meta_policy_root(tmp: Path) -> Path:
@@ -805,7 +760,7 @@ def test_resume_with_no_readable_checkpoint_stops_with_the_files_named(trained):
 
 def test_depth_change_reaching_the_reward_models_is_clipped_to_one_level():
     """A trapdoor (two levels down while one skill runs) is read as one level, as in the release."""
-    from rl_baseline.intrinsic_reward import IntrinsicReward, ScoreCache
+    from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
 
     class Recorder(LengthModel):
         seen: list[float] = []

@@ -43,10 +43,11 @@ from nle import nethack
 from nle.env import base as nle_base
 from nle.env.tasks import NetHackScore
 
-from rl_baseline.nethack import actions as A
-from rl_baseline.nethack import blstats as B
-from rl_baseline.nethack.options import nle_options
-from rl_baseline.nethack.overview import parse_overview, read_overview
+from common.nethack import actions as A
+from common.nethack import blstats as B
+from common.nethack.messages import decode_message
+from rl_baseline.envs.options import nle_options
+from rl_baseline.envs.overview import parse_overview, read_overview
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +212,7 @@ class NetHackScoreMonk(NetHackScore):
         raw = observation[self._message_index].tobytes()
         if raw != self._last_message_bytes:  # the same bytes as the last press: already decoded
             self._last_message_bytes = raw
-            self._last_message_text = _decode_bytes(raw)
+            self._last_message_text = decode_message(raw)
         text = self._last_message_text
         if text and (not self._messages or self._messages[-1] != text):
             self._messages.append(text)
@@ -219,7 +220,7 @@ class NetHackScoreMonk(NetHackScore):
     def _message_text(self, observation: tuple) -> str:
         """The decoded message of ``observation`` (the last press's, already decoded, in the usual case)."""
         raw = observation[self._message_index].tobytes()
-        return self._last_message_text if raw == self._last_message_bytes else _decode_bytes(raw)
+        return self._last_message_text if raw == self._last_message_bytes else decode_message(raw)
 
     def _perform_known_steps(self, observation, done, exceptions=True):
         """Dismiss --More-- and text prompts; decline questions the agent does not answer."""
@@ -517,15 +518,6 @@ class NetHackScoreMonk(NetHackScore):
     def current_observation(self) -> dict[str, np.ndarray]:
         """A copy of what the agent currently sees."""
         return {k: v.copy() for k, v in self._get_observation(self.last_observation).items()}
-
-
-def _decode(message: np.ndarray) -> str:
-    return _decode_bytes(message.tobytes())
-
-
-def _decode_bytes(raw: bytes) -> str:
-    end = raw.find(b"\x00")
-    return (raw if end < 0 else raw[:end]).decode("latin-1").strip()
 
 
 # NLE's own question list, kept for reference in tests: ours must be a superset.

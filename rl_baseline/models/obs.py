@@ -23,12 +23,14 @@ import gymnasium as gym
 import numpy as np
 from nle import nethack
 
+from common.nethack.messages import MESSAGE_LEN
+
 #: Side of the square crop around the hero, in map cells.
 CROP_SIZE: int = 12
 #: Number of entries in NLE's blstats vector (27 in nle 1.0).
 BLSTATS_SIZE: int = nethack.NLE_BLSTATS_SIZE
 #: Message length in bytes (NLE's message buffer).
-MESSAGE_SIZE: int = 256
+MESSAGE_SIZE: int = MESSAGE_LEN
 
 MODEL_OBS_KEYS: tuple[str, ...] = (
     "crop_chars", "crop_colors", "blstats", "message", "skill_onehot", "skill_id", "monk_features",

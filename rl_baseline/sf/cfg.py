@@ -39,7 +39,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from rlaif.skills import NUM_SKILLS, SKILLS
+from common.vocabulary import NUM_SKILLS, SKILLS
 
 logger = logging.getLogger(__name__)
 
@@ -239,8 +239,13 @@ def parse_cfg(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def finalize_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
     """Fills derived values (skill count, parsed lists) and checks flag combinations."""
-    from rl_baseline.intrinsic_reward import RewardConfigError, check_msg_max_keys, parse_quantiles, parse_reward_dirs
-    from rl_baseline.task_names import ALL_TASKS, EVAL_TASKS
+    from common.vocabulary import ALL_TASKS, EVAL_TASKS
+    from rl_baseline.skills.intrinsic_reward import (
+        RewardConfigError,
+        check_msg_max_keys,
+        parse_quantiles,
+        parse_reward_dirs,
+    )
 
     if cfg.env not in (SKILL_ENV, MOTIF_ENV):
         raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
@@ -327,7 +332,7 @@ def validate_cfg(cfg: Any) -> list[float]:
 
     Returns the per-skill thresholds. Raises :class:`ConfigError`.
     """
-    from rl_baseline.intrinsic_reward import RewardConfigError, validate_reward_setup
+    from rl_baseline.skills.intrinsic_reward import RewardConfigError, validate_reward_setup
 
     try:
         thresholds = validate_reward_setup(

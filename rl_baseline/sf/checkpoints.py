@@ -9,7 +9,7 @@ of its habits break long runs, and this module is where they are handled:
   (``weights_only=True`` since torch 2.6) refuses numpy scalars, so evaluation failed and
   resume started from step 0. Our learner (:mod:`rl_baseline.sf.learner`) now stores plain
   Python numbers; files written before that fix are read by allowing exactly numpy's scalar
-  reconstructor and ``numpy.dtype`` (:data:`rlaif.torch_files.NUMPY_SCALAR_GLOBALS`), never ``weights_only=False``;
+  reconstructor and ``numpy.dtype`` (:data:`common.torch_files.NUMPY_SCALAR_GLOBALS`), never ``weights_only=False``;
 * a save interrupted by a kill leaves ``checkpoint_temp``, which sample-factory's
   ``checkpoint_*`` glob sorts after every real checkpoint and tries to load first; only
   names matching :data:`CHECKPOINT_NAME` count here;
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from rlaif.torch_files import load_error_reason, plain_numbers, safe_load
+from common.torch_files import load_error_reason, plain_numbers, safe_load
 
 logger = logging.getLogger(__name__)
 

@@ -25,13 +25,12 @@ from typing import Any, Optional
 import gymnasium as gym
 import numpy as np
 
-from rl_baseline.intrinsic_reward import build_intrinsic_reward
+from common.nethack import blstats as B
 from rl_baseline.sf.cfg import MOTIF_ENV, SKILL_ENV, SkillEnvConfig
+from rl_baseline.skills.intrinsic_reward import build_intrinsic_reward
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
 
 logger = logging.getLogger(__name__)
-
-BL_X, BL_Y, BL_CONDITION, BL_DEPTH = 0, 1, 25, 12
 
 
 def make_base_env(max_episode_steps: int, **kwargs: Any) -> gym.Env:
@@ -67,25 +66,25 @@ class MotifTaskReward(gym.Wrapper):
     def reset(self, **kwargs: Any):
         obs, info = self.env.reset(**kwargs)
         self.achieved = False
-        self.start_depth = int(obs["blstats"][BL_DEPTH])
+        self.start_depth = int(obs["blstats"][B.BL_DEPTH])
         return obs, info
 
     def _success(self, obs: dict) -> bool:
-        depth = int(obs["blstats"][BL_DEPTH])
+        depth = int(obs["blstats"][B.BL_DEPTH])
         if self.task == "Staircase":
             return depth > self.start_depth
         if self.task == "StaircaseLvl3":
             return depth >= 3
         if self.task == "StaircaseLvl4":
             return depth >= 4
-        x, y = int(obs["blstats"][BL_X]), int(obs["blstats"][BL_Y])
+        x, y = int(obs["blstats"][B.BL_X]), int(obs["blstats"][B.BL_Y])
         near = obs["glyphs"][max(y - 1, 0) : y + 2, max(x - 1, 0) : x + 2]
         if not np.any(near == _oracle_glyph()):
             return False
         if self.task == "OracleSober":
             from nle import nethack
 
-            return not (int(obs["blstats"][BL_CONDITION]) & nethack.BL_MASK_HALLU)
+            return not (int(obs["blstats"][B.BL_CONDITION]) & nethack.BL_MASK_HALLU)
         return True
 
     def step(self, action: Any):

@@ -34,10 +34,8 @@ Writes ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}`` (
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -45,6 +43,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from common.atomic_io import atomic_write_json
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, finalize_cfg, validate_cfg
 
 logger = logging.getLogger(__name__)
@@ -97,7 +96,7 @@ def eval_dir(cfg: Any) -> Path:
 
 def _action_names() -> Optional[list[str]]:
     try:
-        from rl_baseline.nethack.actions import ACTION_NAMES
+        from common.nethack.actions import ACTION_NAMES
     except ImportError:
         return None
     return list(ACTION_NAMES)
@@ -371,9 +370,7 @@ def write_results(out_stem: Path, summary: dict, skill_names: tuple[str, ...]) -
     rows of the project's columns over the headline's episodes), PNG."""
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     json_path = out_stem.with_suffix(".json")
-    tmp = json_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=1))
-    os.replace(tmp, json_path)
+    atomic_write_json(json_path, summary)
 
     release = summary.get("release") or {}
     project = summary.get("project") or {}
@@ -447,9 +444,9 @@ def evaluate(cfg: Any) -> dict:
     """Runs the evaluation described in the module docstring; returns the summary dict."""
     from sample_factory.cfg.arguments import load_from_checkpoint
 
+    from common.vocabulary import TASK_MEASURE, check_eval_target
     from rl_baseline.sf.env import build_skill_env, register_envs
     from rl_baseline.sf.policy import load_policy
-    from rl_baseline.task_names import TASK_MEASURE, check_eval_target
 
     task = check_eval_target(cfg.eval_target)
     check_eval_args(cfg)

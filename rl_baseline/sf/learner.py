@@ -13,7 +13,6 @@ Subclasses only (sample-factory itself is never modified):
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +24,9 @@ from sample_factory.algo.runners.runner_serial import SerialRunner
 from sample_factory.utils.attr_dict import AttrDict
 from sample_factory.utils.utils import log
 
+from common.atomic_io import atomic_write
+from common.torch_files import plain_numbers
 from rl_baseline.sf.checkpoints import list_checkpoints, load_newest
-from rlaif.torch_files import plain_numbers
 
 
 class MaestroLearner(Learner):
@@ -68,11 +68,9 @@ class MaestroLearner(Learner):
         ckpt_dir = Path(self.checkpoint_dir(self.cfg, self.policy_id))
         name = f"{name_prefix}_{self.train_step:09d}_{self.env_steps}{name_suffix}.pth"
         path = ckpt_dir / name
-        tmp = ckpt_dir / f".{name}.tmp"
         if verbose:
             log.info("Saving %s...", path)
-        torch.save(checkpoint, tmp)
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: torch.save(checkpoint, tmp))
         kind = "best" if name_prefix == "best" else "latest"
         rotating = [p for p in list_checkpoints(ckpt_dir, kind) if p not in self.unreadable]
         for old in rotating[: max(0, len(rotating) - int(keep_checkpoints))]:

@@ -38,12 +38,12 @@ The converted policy sees other pixels than the release's (glyph font and crop r
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+from common.atomic_io import atomic_write, atomic_write_json
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def read_release_checkpoint(path: str | Path) -> dict[str, Any]:
     """
     import torch
 
-    from rlaif.torch_files import load_error_reason, plain_numbers, safe_load
+    from common.torch_files import load_error_reason, plain_numbers, safe_load
 
     path = Path(path)
     if not path.is_file():
@@ -231,9 +231,9 @@ def build_release_actor_critic(cfg: Any) -> Any:
     import gymnasium as gym
     from sample_factory.model.actor_critic import create_actor_critic
 
+    from common.nethack.actions import ACTIONS
     from rl_baseline.models.cdgpt5 import register_cdgpt5
     from rl_baseline.models.obs import model_observation_space
-    from rl_baseline.nethack.actions import ACTIONS
 
     register_cdgpt5()
     return create_actor_critic(cfg, model_observation_space(int(cfg.num_skills)), gym.spaces.Discrete(len(ACTIONS)))
@@ -298,16 +298,8 @@ def convert_release_checkpoint(
     saved_cfg["converted_from"] = str(checkpoint)
     ckpt_path = ckpt_dir / f"checkpoint_{train_step:09d}_{env_steps}.pth"
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    tmp_ckpt = ckpt_dir / f".{ckpt_path.name}.tmp"
-    tmp_cfg = exp_dir / ".config.json.tmp"
-    try:
-        torch.save(out, tmp_ckpt)
-        tmp_cfg.write_text(json.dumps(saved_cfg, indent=2))
-        os.replace(tmp_cfg, cfg_path)
-        os.replace(tmp_ckpt, ckpt_path)
-    finally:
-        for tmp in (tmp_ckpt, tmp_cfg):
-            tmp.unlink(missing_ok=True)
+    atomic_write_json(cfg_path, saved_cfg, indent=2)
+    atomic_write(ckpt_path, lambda tmp: torch.save(out, tmp))
     removed = tuple(p for p in existing if p != ckpt_path)
     for old in removed:  # --overwrite: the converted checkpoint must be the one evaluation loads
         old.unlink(missing_ok=True)

@@ -15,17 +15,15 @@ and three policies (trained, untrained, uniform random) and tabulates the result
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
+from common.atomic_io import atomic_write_json
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, finalize_cfg, forced_skill, validate_cfg
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
 
@@ -209,14 +207,6 @@ def evaluate_skill_with(cfg: Any, policy_kind: str, episodes: int, num_envs: int
     return result, info
 
 
-def write_json(path: Path, data: dict) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-    return path
-
-
 def format_measure(stat: dict) -> str:
     mean, (lo, hi) = stat["mean"], stat["ci95"]
     if not np.isfinite(mean):
@@ -245,7 +235,7 @@ def evaluate_skill(cfg: Any) -> dict:
     summary.update(experiment=cfg.experiment, checkpoint=info["checkpoint"], env_steps=info["env_steps"],
                    start_depth=info["start_depth"],
                    start_note="wizard-mode level teleport after reset" if info["start_depth"] > 1 else "level 1")
-    path = write_json(eval_dir(cfg) / f"skill_{skill}.json", summary)
+    path = atomic_write_json(eval_dir(cfg) / f"skill_{skill}.json", summary)
     parts = ", ".join(f"{m} {format_measure(s)}" for m, s in summary["measures"].items())
     logger.info("%s held for %d episodes (checkpoint %s): %s (mean [95%% CI]); wrote %s", skill,
                 summary["episodes"], info["checkpoint"], parts, path)

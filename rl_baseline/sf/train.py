@@ -20,7 +20,6 @@ This is ``sample_factory.train.run_rl`` with two observers attached to the runne
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -29,6 +28,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from common.atomic_io import atomic_write_json
 from rl_baseline.sf.cfg import finalize_cfg, validate_cfg
 
 logger = logging.getLogger(__name__)
@@ -81,10 +81,7 @@ class SkillStatsObserver(_observer_base()):  # type: ignore[misc]
         if not means:
             return means
         payload = {"env_steps": int(sum(runner.env_steps.values())), "means": means}
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(payload, f, indent=1, sort_keys=True)
-        os.replace(tmp, self.path)
+        atomic_write_json(self.path, payload, sort_keys=True)
         return means
 
     def extra_summaries(self, runner: Any, policy_id: int, writer: Any, env_steps: Any) -> None:

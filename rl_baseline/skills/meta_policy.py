@@ -22,7 +22,7 @@ What the run-time passes (the contract for generated and hand-written modules):
   ``previous_depth`` the depth when it started, ``preconditions`` the list
   ``[worshipper_ok, merchant_ok]``.
 * ``perform_task(current_skill, dungeon_depth, branch_number, merchant_precondition,
-  worshipper_precondition)`` -> skill name (one of ``rlaif.skills.SKILLS``), called
+  worshipper_precondition)`` -> skill name (one of ``common.vocabulary.SKILLS``), called
   when the current skill terminated. ``branch_number`` is NetHack's dungeon number
   (0 Dungeons of Doom, 2 Gnomish Mines).
 * ``branch_depth`` attribute: set by :meth:`MetaPolicy.update_state` to the depth of
@@ -64,23 +64,20 @@ Pure Python + numpy: no NLE, no sample-factory.
 """
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from code_generation.sandbox import FULL_METHODS, PLAYER_CLASS, check_source
-from rlaif.skills import SKILLS
+from code_generation.loader import DEFAULT_ROOT, MetaPolicyError, available, load_class, module_path  # noqa: F401
+from common.vocabulary import SKILLS
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ROOT = Path(__file__).resolve().parents[1] / "meta_policies"
 FALLBACK_SKILL = "discoverer"
 HUNGRY = 2  # NLE hunger state: values >= 2 mean hungry or worse
 
@@ -94,10 +91,6 @@ COLOR_MAP: dict[str, int] = {
 }
 
 
-class MetaPolicyError(RuntimeError):
-    """A meta-policy module is missing or refused by the code check."""
-
-
 class _CallTimeout(BaseException):
     """Raised by the SIGALRM handler; a BaseException so ``except Exception`` in generated code cannot swallow it
     (bare ``except:`` and ``except BaseException`` are refused by the code check)."""
@@ -109,67 +102,6 @@ class MetaPolicyConfig:
 
     call_timeout_s: float = 0.1  # 0 disables the time bound
     max_logged_errors: int = 20  # then errors are only counted
-
-
-def module_path(task: str, seed: int, root: str | Path | None = None) -> Path:
-    return Path(root if root is not None else DEFAULT_ROOT) / task / f"seed{seed}" / "execution.py"
-
-
-def available(root: str | Path | None = None) -> dict[str, list[int]]:
-    """Tasks and seeds that have a module under ``root``."""
-    base = Path(root if root is not None else DEFAULT_ROOT)
-    found: dict[str, list[int]] = {}
-    if not base.is_dir():
-        return found
-    for path in sorted(base.glob("*/seed*/execution.py")):
-        suffix = path.parent.name[len("seed"):]
-        if suffix.lstrip("-").isdigit():
-            found.setdefault(path.parent.parent.name, []).append(int(suffix))
-    return {task: sorted(seeds) for task, seeds in found.items()}
-
-
-_CLASS_CACHE: dict[tuple[Path, int], type] = {}
-
-
-def load_class(task: str, seed: int, root: str | Path | None = None) -> type:
-    """Validates and imports ``{root}/{task}/seed{seed}/execution.py`` once per process."""
-    path = module_path(task, seed, root)
-    if not path.is_file():
-        have = available(root)
-        listing = ", ".join(f"{t} (seeds {', '.join(map(str, s))})" for t, s in have.items()) or "none"
-        raise MetaPolicyError(
-            f"no meta-policy module for task {task!r} seed {seed}: {path} does not exist. "
-            f"Available under {path.parents[2]}: {listing}. "
-            "Create one with `python -m scripts.generate_code` and `python -m scripts.combine`."
-        )
-    resolved = path.resolve()
-    key = (resolved, resolved.stat().st_mtime_ns)  # a rewritten file is imported again
-    if key in _CLASS_CACHE:
-        return _CLASS_CACHE[key]
-    source = path.read_text(encoding="utf-8")
-    problems = check_source(source, FULL_METHODS)
-    if problems:
-        raise MetaPolicyError(f"{path}: refused by the code check:\n" + "\n".join(f"- {p}" for p in problems))
-    if root is None:
-        name = f"rl_baseline.meta_policies.{task}.seed{seed}.execution"
-    else:
-        name = f"_meta_policy_{task}_seed{seed}_{abs(hash(key)):x}"
-    spec = importlib.util.spec_from_file_location(name, resolved)
-    if spec is None or spec.loader is None:
-        raise MetaPolicyError(f"{path}: cannot be imported")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        raise MetaPolicyError(f"{path}: importing the module failed: {exc!r}") from exc
-    cls = getattr(module, PLAYER_CLASS, None)
-    if not isinstance(cls, type):
-        raise MetaPolicyError(f"{path}: defines no class {PLAYER_CLASS}")
-    _CLASS_CACHE[key] = cls
-    logger.info("loaded meta-policy %s seed %d from %s", task, seed, path)
-    return cls
 
 
 def load(task: str, seed: int, root: str | Path | None = None,
@@ -286,7 +218,7 @@ class MetaPolicy:
 
     def next_skill(self, current_skill: str, depth: int, branch_number: int, merchant_ok: bool,
                    worshipper_ok: bool) -> str:
-        """The next skill name (one of ``rlaif.skills.SKILLS``); ``"discoverer"`` on any failure."""
+        """The next skill name (one of ``common.vocabulary.SKILLS``); ``"discoverer"`` on any failure."""
         if self.player is None:
             return FALLBACK_SKILL
         ok, out = self._call("perform_task", self.player.perform_task, current_skill, int(depth),

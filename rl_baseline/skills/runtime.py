@@ -7,7 +7,7 @@ At every reset the meta-policy module is (re)set; at every step the wrapper
   coins and comestibles excluded: :meth:`SkillRuntime._num_new_items`),
 * asks the meta-policy whether the active skill terminates and, if so, which skill
   comes next,
-* replaces the game reward by the shaped reward of :mod:`rl_baseline.intrinsic_reward`
+* replaces the game reward by the shaped reward of :mod:`rl_baseline.skills.intrinsic_reward`
   for the skill that was active during the step,
 * returns the model observation (NLE observation + skill one-hot and id),
 * counts per-skill statistics and hands them to sample-factory in
@@ -24,15 +24,15 @@ from typing import Any, Callable, Optional
 import gymnasium as gym
 import numpy as np
 
-from rl_baseline.intrinsic_reward import IntrinsicReward, message_key
+from common.nethack import blstats as B
+from common.nethack.messages import message_bytes
+from common.vocabulary import NUM_SKILLS, SKILLS
+from rl_baseline.skills.intrinsic_reward import IntrinsicReward
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SkillMeasures
 from rlaif.reward_model import clip_depth_change
-from rlaif.skills import NUM_SKILLS, SKILLS
 
 logger = logging.getLogger(__name__)
 
-# blstats positions of the hero's coordinates and the depth (NLE's NLE_BL_X/Y/DEPTH).
-BL_X, BL_Y, BL_DEPTH = 0, 1, 12
 SPACE = ord(" ")
 NO_ITEM_CLASS = 18  # NLE's inv_oclasses value for an empty inventory slot
 
@@ -288,7 +288,7 @@ class SkillRuntime(gym.Wrapper):
 
     def _preconditions(self, obs: dict, new_items: int) -> tuple[bool, bool]:
         bl = obs["blstats"]
-        chars, colors = initiation_window(obs["chars"], obs["colors"], int(bl[BL_X]), int(bl[BL_Y]))
+        chars, colors = initiation_window(obs["chars"], obs["colors"], int(bl[B.BL_X]), int(bl[B.BL_Y]))
         ok = self.meta_policy.preconditions(chars, colors, new_items)
         return bool(ok[0]), bool(ok[1])
 
@@ -296,7 +296,7 @@ class SkillRuntime(gym.Wrapper):
     def _depth(obs: dict, info: dict) -> int:
         if "depth" in info:
             return int(info["depth"])
-        return int(obs["blstats"][BL_DEPTH])
+        return int(obs["blstats"][B.BL_DEPTH])
 
     @staticmethod
     def _branch(info: dict) -> int:
@@ -376,7 +376,7 @@ class SkillRuntime(gym.Wrapper):
         active = self.skill_id
         depth = self._depth(obs, info)
         msg_arr = obs["message"]
-        msg = message_key(msg_arr)  # read once per step
+        msg = message_bytes(msg_arr)  # read once per step
         intrinsic = self.reward_fn.intrinsic(active, msg_arr, clip_depth_change(depth - self.skill_start_depth), msg)
         reward = self.reward_fn.combine(game_reward, intrinsic)
         st = self.stats

@@ -35,21 +35,21 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rl_baseline.nethack.overview import (
-    DUNGEONS_OF_DOOM,
-    GNOMISH_MINES,
-    Overview,
-    overview_mentions,
-    parse_overview,
-)
-from rl_baseline.nethack.prices import (
+from common.nethack.prices import (
     BOOTS_APPEARANCES,
     CLOAK_APPEARANCES,
     HELMET_APPEARANCES,
     PRICE_TABLES,
     price_identifies,
 )
-from rl_baseline.task_names import EVAL_TASKS, TASK_MEASURE
+from common.vocabulary import EVAL_TASKS, TASK_MEASURE
+from rl_baseline.envs.overview import (
+    DUNGEONS_OF_DOOM,
+    GNOMISH_MINES,
+    Overview,
+    overview_mentions,
+    parse_overview,
+)
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ def identified_appearance(offer: SaleOffer, dunce: bool | None = False) -> str |
 
     An offer identifies when the item's type is not yet known, its class has a price table,
     the offer is for one item at full funds, and the price fits exactly one type of the class
-    (see :mod:`rl_baseline.nethack.prices`)."""
+    (see :mod:`common.nethack.prices`)."""
     if offer.short_funds or offer.plural or offer.contents:
         return None
     cls = item_class_of(offer.item)
@@ -428,7 +428,7 @@ class PriceTracker(TaskTracker):
 
     An offer counts when the item's type is not yet known, its class has a price table, the
     offer is for one item at full funds, and the offered price fits exactly one type of the
-    class (see :mod:`rl_baseline.nethack.prices`). Each appearance counts once per episode.
+    class (see :mod:`common.nethack.prices`). Each appearance counts once per episode.
     """
 
     task = "price"

@@ -94,7 +94,7 @@ How the same facts are read from our environment
   overview without game time whenever the level changes and passes it as
   ``info["overview"]``; a stair descent changes the level, so on the checking step that text
   is what the release's screen showed (all pages instead of the first). The strings are
-  searched line by line (:func:`rl_baseline.nethack.overview.overview_has_text`).
+  searched line by line (:func:`rl_baseline.envs.overview.overview_has_text`).
 * goldenexit's "climb": our environment declines the exit question itself (the agent never
   answers it) but records it in ``info["messages"]``; the question is recognised with
   :func:`rl_baseline.tasks.detectors.is_leave_dungeon_prompt`.
@@ -113,10 +113,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
-from rl_baseline.nethack.blstats import DNUM_GNOMISH_MINES
-from rl_baseline.nethack.overview import overview_has_text
-from rl_baseline.nethack.prices import PRICE_TABLES
-from rl_baseline.task_names import EVAL_TASKS, TASK_MEASURE
+from common.nethack.blstats import DNUM_GNOMISH_MINES
+from common.nethack.prices import PRICE_TABLES
+from common.vocabulary import EVAL_TASKS, TASK_MEASURE
+from rl_baseline.envs.overview import overview_has_text
 from rl_baseline.tasks.detectors import is_death, is_leave_dungeon_prompt, step_messages
 
 __all__ = [

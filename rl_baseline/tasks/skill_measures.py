@@ -39,6 +39,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from common.vocabulary import SKILLS
 from rl_baseline.tasks.detectors import (
     buc_from_altar_message,
     identified_appearance,
@@ -46,7 +47,6 @@ from rl_baseline.tasks.detectors import (
     parse_sale_offer,
     step_messages,
 )
-from rlaif.skills import SKILLS
 
 SKILL_MEASURES: dict[str, tuple[str, ...]] = {
     "discoverer": ("cells_per_1000_steps", "cells_revealed", "new_levels"),

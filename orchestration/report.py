@@ -41,10 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from rl_baseline.paper_results import NOT_COMPARABLE_NOTE, PAPER_RESULTS, format_value
-from rl_baseline.task_names import EVAL_TASKS, TASK_MEASURE
+from common.vocabulary import EVAL_TASKS, SKILLS, TASK_MEASURE
+from orchestration.paper_results import NOT_COMPARABLE_NOTE, PAPER_RESULTS, format_value
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
-from rlaif.skills import SKILLS
 
 logger = logging.getLogger(__name__)
 

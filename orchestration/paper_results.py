@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from rl_baseline.task_names import EVAL_TASKS, TASK_MEASURE
+from common.vocabulary import EVAL_TASKS, TASK_MEASURE
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """On-policy agreement of a skill's reward model with its annotator.
 
 A skill's reward model is distilled from an annotator's preferences over an *offline*
-dataset (:mod:`rlaif.collect`: scripted/random play). Its validation accuracy says how
+dataset (:mod:`rl_baseline.collect`: scripted/random play). Its validation accuracy says how
 well it matches the annotator there. The trained policy, however, visits its own states:
 this module asks whether the reward model still agrees with the annotator on the data the
 policy actually sees.
@@ -68,9 +68,11 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from rlaif.dataset import MESSAGE_LEN, STAT_FIELDS, STAT_INDEX, ObservationDataset, save_dataset
+from common.atomic_io import atomic_write_text
+from common.nethack.messages import MESSAGE_LEN
+from common.vocabulary import SKILLS
+from rlaif.dataset import STAT_FIELDS, STAT_INDEX, ObservationDataset, save_dataset
 from rlaif.preferences import FIRST, SECOND, label_counts, label_shares
-from rlaif.skills import SKILLS
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +97,7 @@ class AnnotatorSettings:
     """How the pairs are labelled: the flags of ``scripts.annotate_pairs`` that apply here."""
 
     backend: str = "heuristic"
-    model: Optional[str] = None  # None: the annotation default (rlaif.backends.DEFAULT_MODEL)
+    model: Optional[str] = None  # None: the annotation default (common.llm.DEFAULT_MODEL)
     base_url: Optional[str] = None
     num_gpus: int = 1
     temperature: float = 0.1
@@ -143,7 +145,7 @@ class AgreementConfig:
 
 def check_config(cfg: AgreementConfig) -> None:
     """The flags that can be checked without loading anything; :class:`AgreementError`."""
-    from rlaif.backends import BACKENDS
+    from common.llm import BACKENDS
 
     if cfg.skill not in SKILLS:
         raise AgreementError(f"--skill {cfg.skill!r}: unknown skill; valid skills: {', '.join(SKILLS)}")
@@ -185,8 +187,8 @@ class Experiment:
 
 def saved_num_skills(policy_dir: str | Path) -> Optional[int]:
     """The skill count in the experiment's ``config.json`` (None when it does not say)."""
+    from common.vocabulary import NUM_SKILLS
     from rl_baseline.sf.cfg import MOTIF_ENV
-    from rlaif.skills import NUM_SKILLS
 
     try:
         saved = json.loads((Path(policy_dir) / "config.json").read_text())
@@ -301,7 +303,7 @@ def _message_row(raw: dict) -> np.ndarray:
 
 
 def _stats_row(raw: dict) -> np.ndarray:
-    from rlaif.collect import stats_from_blstats
+    from rl_baseline.collect.rollouts import stats_from_blstats
 
     return stats_from_blstats(raw["blstats"])
 
@@ -414,7 +416,8 @@ def sample_weights(rollouts: Rollouts, pair_sampling: str) -> Optional[np.ndarra
     """None (uniform over steps) or the offline collector's keep probability of each step."""
     if pair_sampling == "uniform":
         return None
-    from rlaif.collect import CollectConfig, keep_probability
+    from rl_baseline.collect.config import CollectConfig
+    from rl_baseline.collect.rollouts import keep_probability
 
     defaults = CollectConfig(skill=SKILLS[0], num_pairs=1)
     w = np.array([keep_probability(m[0], m[1], s[0], s[1], defaults.sample_prob, defaults.uninformative_keep_prob,
@@ -626,8 +629,8 @@ def annotate(datasets: Sequence[ObservationDataset], skill: str, settings: Annot
              work_dir: Path, progress: bool) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Labels the pairs of each dataset with one annotation run (:func:`rlaif.annotate.annotate_chunk`,
     one backend for all of them); the files land in ``work_dir``."""
+    from common.llm import DEFAULT_MODEL
     from rlaif.annotate import AnnotationConfig, annotate_chunk
-    from rlaif.backends import DEFAULT_MODEL
 
     messages = np.concatenate([d.messages[: 2 * d.num_pairs] for d in datasets])
     stats = np.concatenate([d.stats[: 2 * d.num_pairs] for d in datasets])
@@ -678,8 +681,8 @@ def collect(cfg: AgreementConfig, exp: Experiment) -> CollectedData:
     import torch
 
     from rl_baseline.sf.cfg import SkillEnvConfig
-    from rl_baseline.sf.env import build_skill_env, register_envs
     from rl_baseline.sf.checkpoints import CheckpointError
+    from rl_baseline.sf.env import build_skill_env, register_envs
     from rl_baseline.sf.policy import load_policy
 
     register_envs()
@@ -729,18 +732,6 @@ def on_policy_section(reward: Any, data: CollectedData, labels: np.ndarray) -> d
         "mean_score_rl_input_all_steps": _mean(rl_scores),
         "distinct_messages": int(len({bytes(m) for m in sel.messages[:, 1]})),
     }
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    """Temp file + rename: a reader never sees half a file, an old file stays until the new one is whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -897,8 +888,8 @@ def run_agreement(cfg: AgreementConfig) -> dict[str, Any]:
     summary["files"] = {"json": str(json_path), "markdown": str(md_path), "data": str(data_dir)}
     table = markdown_table(summary)
     summary["table"] = table
-    _write_text_atomic(json_path, json.dumps(summary, indent=1, default=_json_default))
-    _write_text_atomic(md_path, table)
+    atomic_write_text(json_path, json.dumps(summary, indent=1, default=_json_default))
+    atomic_write_text(md_path, table)
     logger.info("wrote %s, %s and %s", json_path, md_path, data_dir)
     return summary
 

@@ -18,7 +18,7 @@ Frames without a status line (the intro, the tombstone) or with a menu or text w
 over the map (inventory, dungeon overview, ...) are skipped, and a
 frame that shows the same message, stats and turn as the one before it is not a new
 state. Consecutive states form a step; steps are kept with the same probabilities as
-in :mod:`rlaif.collect` and saved in the format of :mod:`rlaif.dataset`.
+in :mod:`rl_baseline.collect.rollouts` and saved in the format of :mod:`rlaif.dataset`.
 """
 from __future__ import annotations
 
@@ -37,9 +37,11 @@ from typing import Optional
 import numpy as np
 from tqdm import tqdm
 
-from rlaif.collect import CollectError, keep_probability
-from rlaif.dataset import HUNGER_NAMES, MESSAGE_LEN, STAT_FIELDS, ObservationDataset, encode_message
-from rlaif.skills import skill_index
+from common.nethack.messages import MESSAGE_LEN, encode_message
+from common.vocabulary import skill_index
+from rl_baseline.collect.config import CollectError
+from rl_baseline.collect.rollouts import keep_probability
+from rlaif.dataset import HUNGER_NAMES, STAT_FIELDS, ObservationDataset
 
 logger = logging.getLogger(__name__)
 

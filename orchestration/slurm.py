@@ -1,6 +1,6 @@
 """Renders the sbatch templates of this folder into one job file per pipeline phase.
 
-The commands come from the pipeline plan (:func:`rl_baseline.pipeline.build_plan`), so
+The commands come from the pipeline plan (:func:`orchestration.pipeline.build_plan`), so
 the jobs run exactly what ``python -m scripts.pipeline --preset paper`` prints. Templates
 hold ``{{name}}`` slots; a slot without a value (or a value without a slot) is an error.
 
@@ -16,7 +16,7 @@ Files written by :func:`write_slurm`:
 * ``evaluate.sbatch``                   array over the evaluation targets
 * ``report.sbatch`` and ``submit_all.sh`` (submits everything with the right dependencies)
 
-Example: ``python -m slurm.render --out slurm_jobs`` (the same as
+Example: ``python -m orchestration.slurm --out slurm_jobs`` (the same as
 ``python -m scripts.pipeline --preset paper --write_slurm slurm_jobs``).
 """
 from __future__ import annotations
@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from rl_baseline.pipeline import Phase, PipelineConfig, build_plan, make_config, shell_quote
+from orchestration.pipeline import Phase, PipelineConfig, build_plan, make_config, shell_quote
 
 logger = logging.getLogger(__name__)
 
-TEMPLATE_DIR = Path(__file__).resolve().parent
+TEMPLATE_DIR = Path(__file__).resolve().parent / "slurm_templates"
 SLOT = re.compile(r"\{\{(\w+)\}\}")
 
 STAGE_TEMPLATE = {
@@ -222,7 +222,7 @@ def submit_script(jobs: Sequence[tuple[str, Phase]], settings: SlurmSettings) ->
             lines.append(f'{v}=""; [ "${{SKIP_COLLECT:-0}}" = 1 ] || {v}=$(submit "$HERE/{fname}")')
         elif phase.stage == "annotate":
             dep = var.get(f"collect/{item}", "")
-            lines.append(f'if [ "${{ANNOTATION:-array}}" = server ]; then')
+            lines.append('if [ "${ANNOTATION:-array}" = server ]; then')
             lines.append(f'    {v}=$(submit $(after ${dep and "{" + dep + "}"}) "$HERE/annotate_server_{item}.sbatch")'
                          if dep else f'    {v}=$(submit "$HERE/annotate_server_{item}.sbatch")')
             lines.append("else")
@@ -275,7 +275,7 @@ def write_slurm(plan: Sequence[Phase], out_dir: str | Path, cfg: PipelineConfig,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m slurm.render",
+    p = argparse.ArgumentParser(prog="python -m orchestration.slurm",
                                 description="Write the sbatch jobs of the paper-scale plan.")
     p.add_argument("--out", required=True, help="folder for the job files and submit_all.sh")
     p.add_argument("--preset", default="paper", help="pipeline preset whose commands the jobs run")

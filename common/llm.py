@@ -1,11 +1,11 @@
-"""Annotation backends behind one small interface.
+"""The one language-model client of the project: annotation, code generation and anything later.
 
-Every backend turns a batch of chat conversations (lists of
-``{"role", "content"}`` dicts) into one reply text per conversation::
+Every backend turns a batch of chat conversations (lists of ``{"role", "content"}`` dicts) into
+one reply text per conversation; :meth:`Backend.chat` asks one conversation::
 
-    backend = make_backend("openai", model="meta-llama/Llama-3.1-70B-Instruct",
-                           base_url="http://gpu-node:8000/v1")
+    backend = make_backend("openai", model=ANNOTATOR_MODEL, base_url="http://gpu-node:8000/v1")
     replies = backend.generate([[{"role": "system", ...}, {"role": "user", ...}], ...])
+    answer = backend.chat([{"role": "user", "content": "..."}])
 
 Backends:
 
@@ -13,34 +13,50 @@ Backends:
   template is applied with the model's tokenizer. vLLM is imported only here, lazily.
 * ``openai``: any OpenAI-compatible server (``/v1/chat/completions``: ``vllm serve``,
   TGI, FastChat, ...), requests in a thread pool, timeouts, retries with exponential
-  backoff. Key from ``OPENAI_API_KEY`` if set.
+  backoff. Key from ``api_key``, the environment variable ``api_key_env``, or ``OPENAI_API_KEY``.
 * ``hf``: ``huggingface_hub.InferenceClient.chat_completion`` against ``base_url`` or a
-  model id; token from ``HF_TOKEN`` (or the usual Hugging Face login).
-* ``transformers`` (alias ``hf-local``): a local ``AutoModelForCausalLM``, batched
-  generation on CPU or GPU, the tokenizer's chat template.
-* ``heuristic``: the rule-based stand-in of :mod:`rlaif.heuristic` (no LLM).
-* ``random``: random answers (seeded), for baselines and tests.
+  model id; token from ``api_key_env`` (default ``HF_TOKEN``, or the usual Hugging Face login).
+* ``transformers`` (alias ``hf-local``): a local ``AutoModelForCausalLM`` on ``device``
+  (``cpu``, ``cuda``, ``cuda:1``; default CUDA when available) or spread over GPUs with
+  ``device_map="auto"``; batched generation with the tokenizer's chat template.
+* ``replay``: the assistant turns of a recorded transcript (JSONL), in order (tests, smoke runs).
+* ``random``: random preference answers (seeded), for baselines and tests.
+* ``heuristic``: a rule-based stand-in for the LLM, registered by :mod:`rlaif.heuristic`
+  (its rules read annotation prompts; importing any ``rlaif`` module registers it).
+
+The model ids of the paper's two models live here once: :data:`ANNOTATOR_MODEL` (annotation)
+and :data:`CODER_MODEL` (code generation).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random as _random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 logger = logging.getLogger(__name__)
 
 Conversation = list[dict[str, str]]
+Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
-BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "heuristic", "random")
-DEFAULT_MODEL = "meta-llama/Llama-3.1-70B-Instruct"
+BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "heuristic", "random", "replay")
+#: The paper's annotator (Llama 3.1 70B Instruct) and code generator (Llama 3.1 405B Instruct), as
+#: Hugging Face names them.
+ANNOTATOR_MODEL = "meta-llama/Llama-3.1-70B-Instruct"
+CODER_MODEL = "meta-llama/Llama-3.1-405B-Instruct"
+DEFAULT_MODEL = ANNOTATOR_MODEL
 
 
 class BackendError(RuntimeError):
     """A backend cannot be created or a request failed for good."""
+
+
+LLMError = BackendError  # the name code generation uses
 
 
 @dataclass
@@ -62,6 +78,13 @@ class Backend:
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         raise NotImplementedError
 
+    def chat(self, messages: Conversation) -> str:
+        """The reply to one conversation."""
+        replies = self.generate([messages])
+        if len(replies) != 1:
+            raise BackendError(f"{self.describe()} returned {len(replies)} replies for one conversation")
+        return replies[0]
+
     def close(self) -> None:
         """Releases resources (threads, models); the default does nothing."""
 
@@ -70,37 +93,6 @@ class Backend:
 
 
 # --------------------------------------------------------------------------- cheap backends
-
-
-class HeuristicBackend(Backend):
-    """Rule-based stand-in for the LLM (see :mod:`rlaif.heuristic`)."""
-
-    name = "heuristic"
-
-    def __init__(self, skill: str | None = None, **_: Any) -> None:
-        from rlaif import heuristic
-        from rlaif.skills import skill_index
-
-        if skill is None:
-            raise BackendError("the heuristic backend needs the skill (pass skill=...)")
-        skill_index(skill)
-        self._judge = heuristic.judge
-        self.skill = skill
-        logger.info(heuristic.STAND_IN_NOTICE)
-
-    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
-        judge, skill = self._judge, self.skill
-        out = []
-        for conv in conversations:
-            users = [m["content"] for m in conv if m["role"] == "user"]
-            reply = judge(users[0] if users else "", skill)
-            if len(users) > 1:  # a retry: answer with the bare line, as asked
-                reply = reply.rsplit("\n", 1)[-1]
-            out.append(reply)
-        return out
-
-    def describe(self) -> str:
-        return "heuristic (rule-based stand-in for the LLM)"
 
 
 class RandomBackend(Backend):
@@ -119,6 +111,43 @@ class RandomBackend(Backend):
             choice = "none" if r < self.tie_probability else ("1" if r < (1 + self.tie_probability) / 2 else "2")
             out.append(f"Random choice.\nAnswer: {choice}")
         return out
+
+
+class ReplayBackend(Backend):
+    """Answers with the assistant turns of a recorded transcript (JSONL), in order."""
+
+    name = "replay"
+
+    def __init__(self, replay_path: str | Path | None = None, **_: Any) -> None:
+        if not replay_path:
+            raise BackendError("the replay backend needs --replay PATH (a transcript.jsonl)")
+        path = Path(replay_path)
+        if not path.is_file():
+            raise BackendError(f"replay transcript not found: {path}")
+        self.path = path
+        self.answers: list[str] = []
+        with path.open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError as exc:
+                    raise BackendError(f"{path}:{number}: not a JSON line ({exc})") from exc
+                if record.get("role") == "assistant":
+                    self.answers.append(str(record.get("content", "")))
+        self.position = 0
+
+    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        if self.position + len(conversations) > len(self.answers):
+            raise BackendError(f"{self.path}: the recorded transcript has only {len(self.answers)} answers; "
+                               "the run asked for more")
+        out = self.answers[self.position:self.position + len(conversations)]
+        self.position += len(conversations)
+        return out
+
+    def describe(self) -> str:
+        return f"replay ({self.path})"
 
 
 # --------------------------------------------------------------------------- remote backends
@@ -167,6 +196,7 @@ class OpenAIBackend(Backend):
         max_retries: int = 5,
         backoff: float = 1.0,
         api_key: str | None = None,
+        api_key_env: str | None = None,
         check_connection: bool = True,
         **_: Any,
     ) -> None:
@@ -182,7 +212,7 @@ class OpenAIBackend(Backend):
         self.max_retries = max_retries
         self.backoff = backoff
         self._session = requests.Session()
-        key = api_key or os.environ.get("OPENAI_API_KEY")
+        key = api_key or (os.environ.get(api_key_env) if api_key_env else None) or os.environ.get("OPENAI_API_KEY")
         if key:
             self._session.headers["Authorization"] = f"Bearer {key}"
         self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
@@ -260,11 +290,13 @@ class HFInferenceBackend(Backend):
         max_retries: int = 5,
         backoff: float = 1.0,
         token: str | None = None,
+        api_key_env: str | None = None,
         **_: Any,
     ) -> None:
         from huggingface_hub import InferenceClient
 
-        token = token or os.environ.get("HF_TOKEN") or None
+        token = (token or (os.environ.get(api_key_env) if api_key_env else None) or os.environ.get("HF_TOKEN")
+                 or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None)
         if base_url:
             self._client = InferenceClient(base_url=base_url, token=token, timeout=timeout)
         else:
@@ -277,8 +309,8 @@ class HFInferenceBackend(Backend):
         self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
 
     def _one(self, conv: Conversation) -> str:
-        from huggingface_hub.errors import HfHubHTTPError
         import requests
+        from huggingface_hub.errors import HfHubHTTPError
 
         s = self.sampling
 
@@ -336,6 +368,8 @@ class TransformersBackend(Backend):
         self._torch = torch
         self.sampling = sampling or SamplingConfig()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if str(self.device).startswith("cuda") and not torch.cuda.is_available():
+            raise BackendError(f"--device {self.device}: no CUDA GPU is visible; use --device cpu")
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
@@ -351,7 +385,7 @@ class TransformersBackend(Backend):
 
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         torch, tok, s = self._torch, self.tokenizer, self.sampling
-        texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
+        texts = [_chat_text(tok, c) for c in conversations]
         batch = tok(
             texts, return_tensors="pt", padding=True, add_special_tokens=False, return_token_type_ids=False
         ).to(self.device)
@@ -367,6 +401,14 @@ class TransformersBackend(Backend):
 
     def describe(self) -> str:
         return f"transformers ({self.model_name} on {self.device})"
+
+
+def _chat_text(tokenizer: Any, conversation: Conversation) -> str:
+    """The prompt text of a conversation: the tokenizer's chat template, or plain ``role: content``
+    lines for a model without one (small local test models)."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+    return "".join(f"{m['role']}: {m['content']}\n" for m in conversation) + "assistant: "
 
 
 VLLM_MISSING = (
@@ -428,13 +470,22 @@ _FACTORIES: dict[str, Callable[..., Backend]] = {
     "hf": HFInferenceBackend,
     "transformers": TransformersBackend,
     "hf-local": TransformersBackend,
-    "heuristic": HeuristicBackend,
     "random": RandomBackend,
+    "replay": ReplayBackend,
 }
+# backends whose rules live in a phase package, registered when that package is imported
+_REGISTERED_BY = {"heuristic": "rlaif.heuristic (import any rlaif module)"}
+
+
+def register_backend(name: str, factory: Callable[..., Backend]) -> None:
+    """Adds a backend (a phase's rule-based stand-in for the LLM) under ``name``."""
+    _FACTORIES[name] = factory
 
 
 def check_backend_name(name: str) -> str:
     if name not in _FACTORIES:
+        if name in _REGISTERED_BY:
+            raise BackendError(f"backend {name!r} is provided by {_REGISTERED_BY[name]}, which is not loaded")
         raise BackendError(f"unknown backend {name!r}; valid backends: {', '.join(BACKENDS)}")
     return name
 
@@ -445,7 +496,8 @@ def make_backend(name: str, **kwargs: Any) -> Backend:
     Common kwargs: ``model``, ``base_url``, ``num_gpus``, ``sampling`` (a
     :class:`SamplingConfig`, or ``temperature``/``top_p``/``top_k``/``max_tokens``/``seed``
     given separately), ``skill`` (heuristic), ``seed`` (random), ``concurrency``,
-    ``timeout``, ``max_retries``, ``backoff`` (openai/hf).
+    ``timeout``, ``max_retries``, ``backoff``, ``api_key_env`` (openai/hf), ``device`` /
+    ``device_map`` (transformers), ``replay_path`` (replay). Backends ignore what they do not use.
     """
     factory = _FACTORIES[check_backend_name(name)]
     if "sampling" not in kwargs:

@@ -15,6 +15,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from common.atomic_io import atomic_write_text
+
 OPTIONS_FILE = Path(__file__).with_name("nethackrc")
 
 # NetHack ignores a configuration-file path of BUFSZ/2 characters or more.
@@ -90,9 +92,5 @@ def nle_options(playername: str, wizard: bool = False,
         )
     target = Path(full)
     if not target.is_file() or target.read_text() != content:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rc-")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(content)
-        os.replace(tmp, target)
+        atomic_write_text(target, content)
     return (stem,)

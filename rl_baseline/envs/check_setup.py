@@ -1,6 +1,6 @@
 """Checks that the game side of the installation works (run by ``setup_nethack.sh``).
 
-``python -m rl_baseline.nethack.check_setup`` prints each check and exits non-zero, with the
+``python -m rl_baseline.envs.check_setup`` prints each check and exits non-zero, with the
 fix, at the first one that fails. It writes nothing into the Python installation.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main() -> None:
     if not str(version).startswith("1.0"):
         _fail(f"NLE {version} installed", "pip install nle==1.0.0 (the version this project is tested with)")
 
-    from rl_baseline.nethack.options import OPTIONS_FILE, OptionsFileError, read_options_file
+    from rl_baseline.envs.options import OPTIONS_FILE, OptionsFileError, read_options_file
 
     try:
         lines = read_options_file()

@@ -1,5 +1,5 @@
 """Torch files: what goes into them so torch's safe loader reads them back, how they are read,
-and how any file is replaced without a half-written state.
+(files are replaced whole through :mod:`common.atomic_io`).
 
 torch >= 2.6 loads with ``weights_only=True`` by default: tensors, plain containers and
 Python numbers only. A ``numpy.float64`` slips in easily (``np.mean`` returns one) and makes
@@ -10,9 +10,7 @@ are read with :func:`safe_load`, which allows numpy's numeric scalars and nothin
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -44,24 +42,6 @@ def load_error_reason(exc: BaseException) -> str:
         if "not a ZIP archive" in line or "failed finding central directory" in line:
             return "not a complete torch.save archive (cut short, or another kind of file)"
     return lines[0][:200] if lines else "no details"
-
-
-def atomic_write(path: str | os.PathLike, writer: Callable[[Path], None]) -> None:
-    """``writer(tmp)`` writes a temporary file next to ``path``, which then replaces ``path`` in one step.
-
-    A crash leaves either the old file or the new one, never a half-written ``path``.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp" + path.suffix)
-    os.close(fd)
-    try:
-        writer(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def plain_numbers(value: Any) -> Any:

@@ -22,9 +22,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from rl_baseline.sf.skill_eval import POLICY_KINDS, evaluate_skill_with, format_measure, write_json
+from common.atomic_io import atomic_write_json
+from common.vocabulary import SKILLS
+from rl_baseline.sf.skill_eval import POLICY_KINDS, evaluate_skill_with, format_measure
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
-from rlaif.skills import SKILLS
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
         trained = pols.get("trained") or {}
         report.setdefault("checkpoint", trained.get("checkpoint"))
         report.setdefault("env_steps", trained.get("env_steps"))
-    write_json(policy_dir / REPORT_JSON, report)
+    atomic_write_json(policy_dir / REPORT_JSON, report)
     (policy_dir / REPORT_MD).write_text(report_markdown(report))
     plot_skill_report(report, policy_dir / REPORT_PNG)
     return report

@@ -34,9 +34,10 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from common.nethack.messages import MESSAGE_LEN, message_bytes
+
 logger = logging.getLogger(__name__)
 
-MESSAGE_LEN = 256
 
 
 class RewardModelLike(Protocol):
@@ -187,14 +188,6 @@ def shared_cache() -> ScoreCache:
     return _SHARED_CACHE
 
 
-def message_key(message: np.ndarray) -> bytes:
-    """The message bytes up to the first zero (trailing padding is irrelevant)."""
-    raw = message.tobytes() if isinstance(message, np.ndarray) and message.dtype == np.uint8 else (
-        np.asarray(message, dtype=np.uint8).tobytes())
-    end = raw.find(b"\0")
-    return raw if end < 0 else raw[:end]
-
-
 # the release's --msg_max_keys: message counts are kept for the 20 most recently seen messages
 MSG_MAX_KEYS = 20
 UNLIMITED_KEYS = -1
@@ -248,7 +241,7 @@ class IntrinsicReward:
     def thresholded_score(self, skill_id: int, message: np.ndarray, depth_change: int, key: bytes | None = None) -> float:
         """Normalised score of the skill's model, zero below the skill's threshold (cached)."""
         if key is None:
-            key = message_key(message)
+            key = message_bytes(message)
         ckey = (int(skill_id), key, int(depth_change))
         value = self.cache.table.get(ckey)
         if value is not None:
@@ -283,9 +276,9 @@ class IntrinsicReward:
     def intrinsic(self, skill_id: int, message: np.ndarray, depth_change: int, key: bytes | None = None) -> float:
         """Thresholded score divided by count(message) ** beta (see :meth:`count`); updates the count.
 
-        ``key``: :func:`message_key` of ``message`` when the caller has it already."""
+        ``key``: :func:`~common.nethack.messages.message_bytes` of ``message`` when the caller has it already."""
         if key is None:
-            key = message_key(message)
+            key = message_bytes(message)
         count = self.count(key)
         if not self.enabled:
             return 0.0

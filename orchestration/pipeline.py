@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from rl_baseline.task_names import EVAL_TASKS
-from rlaif.skills import SKILLS
+from common.llm import ANNOTATOR_MODEL, CODER_MODEL
+from common.vocabulary import EVAL_TASKS, SKILLS
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ DEFAULT_REPLAY = "code_generation/replays/gnomish_seed42.jsonl"
 STATE_DIR = ".pipeline"  # under out_dir: one marker per finished phase
 LOG_DIR = "logs"
 
-# Pairs per skill in the authors' released preference files (PAPER_FACTS.md).
+# Pairs per skill in the authors' released preference files (docs/paper.md).
 PAPER_NUM_PAIRS: dict[str, int] = {
     "discoverer": 180_000,
     "descender": 80_000,
@@ -48,8 +48,6 @@ PAPER_NUM_PAIRS: dict[str, int] = {
     "worshipper": 200_000,
     "merchant": 121_000,
 }
-ANNOTATOR_MODEL = "meta-llama/Meta-Llama-3.1-70B-Instruct"
-CODER_MODEL = "meta-llama/Meta-Llama-3.1-405B-Instruct"
 
 
 class PipelineError(RuntimeError):

@@ -1,0 +1,78 @@
+"""The project's vocabulary: the five skills and the tasks (their one home).
+
+Skills: names, index order and short descriptions. The index order is used everywhere: the
+one-hot input of the policy network, ``--reward_dir`` lists, ``--eps_threshold_quantile``
+lists and meta-policy code.
+
+Tasks: the training policy's task and the nine evaluation tasks of the paper, with how each
+result is measured.
+
+Pure Python on purpose: every layer imports it, annotation and code generation without NLE.
+"""
+from __future__ import annotations
+
+SKILLS: tuple[str, ...] = ("discoverer", "descender", "ascender", "worshipper", "merchant")
+NUM_SKILLS: int = len(SKILLS)
+SKILL_INDEX: dict[str, int] = {name: i for i, name in enumerate(SKILLS)}
+
+SKILL_DESCRIPTIONS: dict[str, str] = {
+    "discoverer": "explore the current level fully (fight, pick up gold and scrolls) and never change level",
+    "descender": "reach a down staircase and go down; staying on the level or going up is bad",
+    "ascender": "reach an up staircase and go up; staying on the level is bad",
+    "worshipper": "use an altar to learn whether items are cursed or blessed by dropping them on it, not to pray",
+    "merchant": "negotiate, sell and interact with shopkeepers, never steal",
+}
+
+
+def skill_index(name: str) -> int:
+    """Index of a skill by name, with an error that lists the valid names."""
+    try:
+        return SKILL_INDEX[name]
+    except KeyError:
+        raise ValueError(f"unknown skill {name!r}; valid skills: {', '.join(SKILLS)}") from None
+
+
+def skill_from_experiment(experiment: str) -> str:
+    """Reads the skill out of an annotator/experiment string such as ``llama3_descender_default``."""
+    for part in experiment.split("_"):
+        if part in SKILL_INDEX:
+            return part
+    raise ValueError(
+        f"cannot read a skill from experiment name {experiment!r}: expected one of "
+        f"{', '.join(SKILLS)} as a '_'-separated part (e.g. llama3_descender_default); pass --skill"
+    )
+
+
+# --------------------------------------------------------------------------- tasks
+TRAINING_TASK = "exploration"
+NAVIGATION_TASKS: tuple[str, ...] = ("gnomish", "delphi", "minetown")
+INTERACTION_TASKS: tuple[str, ...] = ("transactions", "price", "buc")
+COMPOSITE_TASKS: tuple[str, ...] = ("goldenexit", "levelupsell", "discoveryhunger")
+EVAL_TASKS: tuple[str, ...] = NAVIGATION_TASKS + INTERACTION_TASKS + COMPOSITE_TASKS
+ALL_TASKS: tuple[str, ...] = (TRAINING_TASK,) + EVAL_TASKS
+
+# How each task's result is measured: "success" is a rate over episodes, "count" a
+# mean count per episode (as reported in the paper's tables).
+TASK_MEASURE: dict[str, str] = {
+    "gnomish": "success",
+    "delphi": "success",
+    "minetown": "success",
+    "transactions": "count",
+    "price": "count",
+    "buc": "count",
+    "goldenexit": "success",
+    "levelupsell": "success",
+    "discoveryhunger": "success",
+}
+
+
+def check_eval_target(name: str) -> str:
+    if name not in EVAL_TASKS:
+        raise ValueError(f"unknown eval target {name!r}; valid targets: {', '.join(EVAL_TASKS)}")
+    return name
+
+
+def check_task(name: str) -> str:
+    if name not in ALL_TASKS:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(ALL_TASKS)}")
+    return name

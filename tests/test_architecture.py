@@ -1,0 +1,34 @@
+"""The layer contracts of ``.importlinter`` hold: imports point down only (scripts and benchmarks,
+orchestration, rl_baseline, rlaif | code_generation, common), annotation and code generation
+never reach NLE or sample-factory, and the benchmarks do not depend on the tests."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_are_kept():
+    out = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"],
+                         cwd=REPO, capture_output=True, text=True)
+    assert "BROKEN" not in out.stdout and out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert out.stdout.count("KEPT") == 3
+
+
+def test_a_new_upward_import_breaks_the_layers(tmp_path):
+    """The check is live: a copy of the tree with rlaif importing the environment fails it."""
+    import shutil
+
+    for name in (".importlinter", "common", "rlaif", "code_generation", "rl_baseline", "orchestration", "scripts",
+                 "bench", "tests"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "meta_policies"))
+        else:
+            shutil.copy(src, tmp_path / name)
+    (tmp_path / "rlaif" / "sneaky.py").write_text("from rl_baseline.envs import make_monk_env\n")
+    out = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode != 0 and "rlaif.sneaky -> rl_baseline" in out.stdout.replace("\n", " ")
