@@ -14,6 +14,9 @@ Presets:
 
 Everything a smoke/ci run writes goes under its ``out_dir`` (datasets and preferences
 included). Pure Python: building a plan imports neither NLE nor sample-factory.
+
+One module on purpose (about 600 lines): the presets, the plan built from them and the runner that
+executes it are read together (the plan is what the slurm jobs and the printed commands show).
 """
 from __future__ import annotations
 
@@ -161,7 +164,7 @@ PRESETS: dict[str, dict] = {
                train_for_env_steps=2_000, num_envs_per_worker=2, batch_size=256, rollout=16,
                max_episode_steps=100, eval_episodes=1, eval_num_envs=1, experiment="ci",
                save_best_after=500, save_best_every_sec=1, skill_report_episodes=1),
-    # the paper's settings (PAPER_FACTS.md); printed / written as slurm jobs
+    # the paper's settings (docs/paper.md); printed / written as slurm jobs
     "paper": dict(out_dir="train_dir", num_pairs=0, collect_workers=16, annotate_backend="vllm",
                   annotate_chunks=8, reward_epochs=20, reward_batch_size=1000, reward_lr=1e-5, reward_workers=40,
                   reward_small_model=False, code_tasks=("exploration",) + EVAL_TASKS,

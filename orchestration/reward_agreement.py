@@ -185,6 +185,15 @@ class Experiment:
     mode_note: str  # how the episodes were played, in words
 
 
+def saved_setting(policy_dir: str | Path, key: str) -> Any:
+    """One value of the experiment's saved ``config.json`` (None when absent or unreadable)."""
+    try:
+        saved = json.loads((Path(policy_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return saved.get(key) if isinstance(saved, dict) else None
+
+
 def saved_num_skills(policy_dir: str | Path) -> Optional[int]:
     """The skill count in the experiment's ``config.json`` (None when it does not say)."""
     from common.vocabulary import NUM_SKILLS
@@ -193,7 +202,7 @@ def saved_num_skills(policy_dir: str | Path) -> Optional[int]:
     try:
         saved = json.loads((Path(policy_dir) / "config.json").read_text())
     except (OSError, ValueError):
-        return None  # experiment_cfg reports an unreadable file
+        return None  # resolve_experiment_cfg reports an unreadable file
     if not isinstance(saved, dict):
         return None
     if saved.get("num_skills") is not None:
@@ -212,17 +221,26 @@ def load_experiment(cfg: AgreementConfig) -> Experiment:
     """The experiment's configuration for ``cfg.collect_mode``, checked against ``cfg.skill``.
 
     Raises :class:`AgreementError` naming the flag or file."""
-    from rl_baseline.sf.cfg import ConfigError, finalize_cfg, meta_policy_task, uses_meta_policy, validate_cfg
+    from rl_baseline.sf.cfg import ConfigError, check_files, meta_policy_task, resolve_experiment_cfg, uses_meta_policy
     from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
-    from rl_baseline.sf.policy import experiment_cfg
 
     skill_id = SKILLS.index(cfg.skill)
     check_trained_skill(cfg.policy_dir, cfg.skill, saved_num_skills(cfg.policy_dir))
-    overrides = ["--eval_skill", cfg.skill]  # --evaluation True needs a task or a skill; exploration drops it below
+    overrides: list[str] = []
     if cfg.device != "auto":
         overrides += ["--device", cfg.device]
+    if cfg.max_steps is not None:
+        saved_max = saved_setting(cfg.policy_dir, "max_episode_steps")
+        limit = int(cfg.max_steps) if saved_max is None else min(int(saved_max), int(cfg.max_steps))
+        overrides += ["--max_episode_steps", str(limit)]
+    if cfg.collect_mode == "exploration":
+        # the training environment: the exploration meta-policy
+        overrides += ["--eval_skill", "none"]
+    else:
+        overrides += ["--eval_skill", cfg.skill]
     try:
-        exp = experiment_cfg(cfg.policy_dir, overrides)
+        exp = resolve_experiment_cfg(cfg.policy_dir, overrides, evaluation=cfg.collect_mode != "exploration",
+                                     files=False)
     except ConfigError as exc:
         raise AgreementError(str(exc)) from exc
     check_trained_skill(cfg.policy_dir, cfg.skill, int(exp.num_skills))
@@ -231,16 +249,11 @@ def load_experiment(cfg: AgreementConfig) -> Experiment:
     if not list_checkpoints(ckpt_dir, kind):
         prefix = "checkpoint" if kind == "latest" else "best"
         raise AgreementError(f"--policy_dir {cfg.policy_dir}: no {prefix}_*.pth under {ckpt_dir}; train first")
-    if cfg.max_steps is not None:
-        exp.max_episode_steps = min(int(exp.max_episode_steps), int(cfg.max_steps))
-    if cfg.collect_mode == "exploration":
-        exp.evaluation = False  # the training environment: the exploration meta-policy
-        exp.eval_skill = "none"
     try:
-        finalize_cfg(exp)
-        validate_cfg(exp)
+        exp.reward_thresholds = check_files(exp)
     except ConfigError as exc:
         raise AgreementError(f"--policy_dir {cfg.policy_dir}: {exc}") from exc
+    exp.resolved = True
     if cfg.reward_dir:
         reward_dir = Path(cfg.reward_dir)
     else:

@@ -54,10 +54,10 @@ def beats(a: dict, b: dict) -> Optional[bool]:
 
 def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
     """Runs every (skill, policy) evaluation and writes the three report files."""
-    from rl_baseline.sf.policy import experiment_cfg
+    from rl_baseline.sf.cfg import resolve_experiment_cfg
 
     policy_dir = Path(config.policy_dir)
-    base = experiment_cfg(policy_dir, ["--eval_skill", SKILLS[0]])
+    base = resolve_experiment_cfg(policy_dir, ["--eval_skill", SKILLS[0]], files=False)
     trained_with = SKILLS[: int(base.num_skills)]
     skills = tuple(config.skills) or trained_with
     for s in skills:
@@ -72,7 +72,7 @@ def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
         overrides = ["--eval_skill", skill]
         if config.max_episode_steps:
             overrides += ["--max_episode_steps", str(int(config.max_episode_steps))]
-        cfg = experiment_cfg(policy_dir, overrides)
+        cfg = resolve_experiment_cfg(policy_dir, overrides)
         entry: dict[str, Any] = {"main_measure": MAIN_MEASURE[skill], "policies": {}}
         for kind in config.policies:
             result, info = evaluate_skill_with(cfg, kind, config.episodes, config.num_envs, seed=config.seed,

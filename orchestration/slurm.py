@@ -1,4 +1,4 @@
-"""Renders the sbatch templates of this folder into one job file per pipeline phase.
+"""Renders the sbatch templates of ``slurm/`` into one job file per pipeline phase.
 
 The commands come from the pipeline plan (:func:`orchestration.pipeline.build_plan`), so
 the jobs run exactly what ``python -m scripts.pipeline --preset paper`` prints. Templates
@@ -16,7 +16,7 @@ Files written by :func:`write_slurm`:
 * ``evaluate.sbatch``                   array over the evaluation targets
 * ``report.sbatch`` and ``submit_all.sh`` (submits everything with the right dependencies)
 
-Example: ``python -m orchestration.slurm --out slurm_jobs`` (the same as
+Example: ``python -m slurm.render --out slurm_jobs`` (the same as
 ``python -m scripts.pipeline --preset paper --write_slurm slurm_jobs``).
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from orchestration.pipeline import Phase, PipelineConfig, build_plan, make_confi
 
 logger = logging.getLogger(__name__)
 
-TEMPLATE_DIR = Path(__file__).resolve().parent / "slurm_templates"
+TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "slurm"  # the templates users edit
 SLOT = re.compile(r"\{\{(\w+)\}\}")
 
 STAGE_TEMPLATE = {
@@ -275,7 +275,7 @@ def write_slurm(plan: Sequence[Phase], out_dir: str | Path, cfg: PipelineConfig,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m orchestration.slurm",
+    p = argparse.ArgumentParser(prog="python -m slurm.render",
                                 description="Write the sbatch jobs of the paper-scale plan.")
     p.add_argument("--out", required=True, help="folder for the job files and submit_all.sh")
     p.add_argument("--preset", default="paper", help="pipeline preset whose commands the jobs run")

@@ -32,6 +32,9 @@ of the final file, so a rerun on a different dataset of the same size is refused
 
 Test-only: the environment variable ``RLAIF_ANNOTATE_TEST_DELAY`` (seconds) makes the
 loop sleep after every batch, so tests can kill a run at a known point. Leave it unset.
+
+One module on purpose (about 550 lines): chunking, resume, merge and the request loop share one
+run state and its file layout; each part is a separate function.
 """
 from __future__ import annotations
 

@@ -28,6 +28,9 @@ Outputs, under ``{train_dir}/{experiment}``::
     reward_metrics/curves.png                     loss and accuracy curves
 
 A run started again resumes from its latest checkpoint; a finished run is a no-op.
+
+One module on purpose (about 650 lines): the training loop, its checkpoints, metrics and resume
+share one run state; the model itself is in :mod:`rlaif.reward_model`.
 """
 from __future__ import annotations
 

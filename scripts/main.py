@@ -44,14 +44,12 @@ logger = logging.getLogger("scripts.main")
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
-    from rl_baseline.sf.cfg import ConfigError, parse_cfg
+    from rl_baseline.sf.cfg import ConfigError, forced_skill, resolve_cfg
     from rl_baseline.sf.checkpoints import CheckpointError
 
     try:
-        cfg = parse_cfg(argv)
+        cfg = resolve_cfg(argv)  # parsed, derived and validated once; the phases take it as it is
         if cfg.evaluation:
-            from rl_baseline.sf.cfg import forced_skill
-
             if forced_skill(cfg) is not None:
                 from rl_baseline.sf.skill_eval import evaluate_skill
 

@@ -22,7 +22,7 @@ def test_a_new_upward_import_breaks_the_layers(tmp_path):
     import shutil
 
     for name in (".importlinter", "common", "rlaif", "code_generation", "rl_baseline", "orchestration", "scripts",
-                 "bench", "tests"):
+                 "slurm", "bench", "tests"):
         src = REPO / name
         if src.is_dir():
             shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "meta_policies"))

@@ -293,7 +293,6 @@ def test_skill_functions_are_generated_and_joined(tmp_path):
 
 
 def test_transformers_backend_with_a_tiny_local_model(tmp_path, capsys):
-    pytest.importorskip("transformers")
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 

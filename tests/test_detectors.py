@@ -3,6 +3,7 @@ checked against NLE's object data, and the per-task trackers on info sequences."
 from __future__ import annotations
 
 import pytest
+from nle import nethack  # noqa: E402
 
 from common.nethack.prices import (
     BOOTS_APPEARANCES,
@@ -27,10 +28,6 @@ from rl_baseline.tasks.detectors import (
     parse_sale_offer,
     sale_offer,
 )
-
-nle = pytest.importorskip("nle")
-from nle import nethack  # noqa: E402
-
 from tests.test_overview import (  # noqa: E402
     CTRL_F,
     CTRL_W,

@@ -11,8 +11,8 @@ import pytest
 
 from common.vocabulary import EVAL_TASKS, INTERACTION_TASKS, TASK_MEASURE
 from rl_baseline.envs.overview import GNOMISH_MINES, overview_has_text, parse_overview
+from rl_baseline.sf.cfg import check_eval_args
 from rl_baseline.sf.evaluate import (
-    check_eval_args,
     run_evaluation,
     summarize,
     write_results,
@@ -403,7 +403,6 @@ def test_help_describes_the_flags(capsys):
 
 # ============================================================================ live games (wizard mode)
 
-nle = pytest.importorskip("nle")
 
 CTRL_F, CTRL_T, CTRL_V = b"\x06", b"\x14", b"\x16"
 

@@ -1,18 +1,12 @@
-"""Intrinsic reward: thresholds, count normalisation, caching, flag parsing, validation."""
+"""Intrinsic reward: thresholds, count normalisation, caching; its flags' parsing and validation."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from common.nethack.messages import message_bytes
-from rl_baseline.skills.intrinsic_reward import (
-    IntrinsicReward,
-    RewardConfigError,
-    ScoreCache,
-    parse_quantiles,
-    parse_reward_dirs,
-    validate_reward_setup,
-)
+from rl_baseline.sf.cfg import ConfigError, parse_quantiles, parse_reward_dirs, resolve_cfg
+from rl_baseline.skills.intrinsic_reward import IntrinsicReward, RewardConfigError, ScoreCache
 
 
 def msg(text: str) -> np.ndarray:
@@ -111,18 +105,21 @@ def test_parse_list_flags():
     assert parse_reward_dirs("single/dir") == ["single/dir"]
     assert parse_quantiles("[0.95,0.85]", 2) == [0.95, 0.85]
     assert parse_quantiles("0.5", 3) == [0.5, 0.5, 0.5]
-    with pytest.raises(RewardConfigError, match="eps_threshold_quantile"):
+    with pytest.raises(ConfigError, match="eps_threshold_quantile"):
         parse_quantiles("[1.5]", 1)
 
 
 def test_validation_errors_name_the_problem(tmp_path):
-    with pytest.raises(RewardConfigError, match="--num_skills is 5"):
-        validate_reward_setup(["a", "b"], [0.5, 0.5], 5, 0.1)
-    with pytest.raises(RewardConfigError, match="not found"):
-        validate_reward_setup([str(tmp_path / "missing")], [0.5], 1, 0.1)
-    with pytest.raises(RewardConfigError, match="lists no reward model"):
-        validate_reward_setup([], [], 5, 0.1)
-    assert validate_reward_setup([], [], 5, 0.0) == []
+    def resolve(*flags: str):
+        return resolve_cfg(["--train_dir", str(tmp_path), *flags], saved=False)
+
+    with pytest.raises(ConfigError, match="--num_skills is 5"):
+        resolve("--reward_dir", "[a, b]")
+    with pytest.raises(ConfigError, match="not found"):
+        resolve("--reward_dir", str(tmp_path / "missing"), "--num_skills", "1", "--code_seed", "-1")
+    with pytest.raises(ConfigError, match="lists no reward model"):
+        resolve("--llm_reward", "0.1")
+    assert resolve("--llm_reward", "0", "--code_seed", "-1").reward_thresholds == []
 
 
 # ----------------------------------------------------------------------------- message-count window (--msg_max_keys)

@@ -5,6 +5,8 @@ import re
 
 import numpy as np
 import pytest
+from nle import nethack  # noqa: E402
+from nle.env.tasks import NetHackScore  # noqa: E402
 
 from rl_baseline.envs.overview import (
     DUNGEONS_OF_DOOM,
@@ -13,10 +15,6 @@ from rl_baseline.envs.overview import (
     parse_overview,
     read_overview,
 )
-
-nle = pytest.importorskip("nle")
-from nle import nethack  # noqa: E402
-from nle.env.tasks import NetHackScore  # noqa: E402
 
 # Wizard mode names the hero "wizard", so the character comes from options.
 WIZ_OPTIONS = tuple(nethack.NETHACKOPTIONS) + (

@@ -108,14 +108,11 @@ def monk_obs() -> dict:
 
 def _load_like_evaluation(train_dir: Path, experiment: str):
     """The steps of rl_baseline.sf.evaluate: saved config + CLI, model from the factory, newest checkpoint."""
-    from sample_factory.cfg.arguments import load_from_checkpoint
-
-    from rl_baseline.sf.cfg import finalize_cfg, parse_cfg
+    from rl_baseline.sf.cfg import resolve_experiment_cfg
     from rl_baseline.sf.checkpoints import checkpoint_dir, load_newest
     from rl_baseline.sf.release_policy import build_release_actor_critic
 
-    cfg = load_from_checkpoint(parse_cfg(["--experiment", experiment, "--train_dir", str(train_dir)]))
-    finalize_cfg(cfg)
+    cfg = resolve_experiment_cfg(train_dir / experiment, evaluation=False, files=False)
     assert cfg.encoder_arch == "release"
     model = build_release_actor_critic(cfg)
     loaded = load_newest(checkpoint_dir(train_dir, experiment), "latest", "cpu", fallback=False)

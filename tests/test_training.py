@@ -388,11 +388,11 @@ def test_release_evaluation_without_checkpoint_is_a_clear_error(tmp_path):
 
 
 def test_extrinsic_only_baseline_needs_no_reward_model():
-    from rl_baseline.sf.cfg import SkillEnvConfig, parse_cfg, validate_cfg
+    from rl_baseline.sf.cfg import SkillEnvConfig, resolve_cfg
 
-    cfg = parse_cfg(["--env", "nle_fixed_eat_action", "--root_env", "NetHackScore-v1", "--llm_reward", "0",
-                     "--extrinsic_reward", "1"])
-    assert validate_cfg(cfg) == [] and cfg.reward_dirs == []
+    cfg = resolve_cfg(["--env", "nle_fixed_eat_action", "--root_env", "NetHackScore-v1", "--llm_reward", "0",
+                       "--extrinsic_reward", "1"], saved=False)
+    assert cfg.reward_thresholds == [] and cfg.reward_dirs == []
     env_cfg = SkillEnvConfig.from_cfg(cfg)
     assert env_cfg.llm_reward == 0.0 and env_cfg.extrinsic_reward == 1.0 and env_cfg.num_skills == 1
 
@@ -513,17 +513,16 @@ def test_skill_one_hot_reaches_the_network(trained):
     import torch
     from sample_factory.algo.learning.learner import Learner
     from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
-    from sample_factory.cfg.arguments import load_from_checkpoint
     from sample_factory.model.actor_critic import create_actor_critic
     from sample_factory.model.model_utils import get_rnn_size
 
     from rl_baseline.models.obs import model_observation, model_observation_space
-    from rl_baseline.sf.cfg import finalize_cfg, parse_cfg
+    from rl_baseline.sf.cfg import resolve_cfg
     from rl_baseline.sf.env import make_base_env, register_envs
 
     tmp, base, _, proc = trained
     assert proc.returncode == 0
-    cfg = finalize_cfg(load_from_checkpoint(parse_cfg(base)))
+    cfg = resolve_cfg(base)  # the saved experiment under the training command, as a resumed run reads it
     register_envs()
     space = model_observation_space(len(SKILLS))
     env = make_base_env(50)

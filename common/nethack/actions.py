@@ -1,4 +1,4 @@
-"""The agent's action set (PAPER_FACTS.md) and the keys the macros send.
+"""The agent's action set (the paper's, see docs/paper.md) and the keys the macros send.
 
 Actions are NLE key codes. ``ACTIONS[i]`` is what discrete action ``i`` means; names
 (``ACTION_NAMES[i]``) are used in logs and by the task detectors.

@@ -40,13 +40,12 @@ class CheckpointPolicy(Policy):
             raise CollectError(f"--checkpoint {checkpoint_dir}: no config.json (not a sample-factory experiment)")
         try:
             import torch
-            from sample_factory.cfg.arguments import load_from_checkpoint
             from sample_factory.model.actor_critic import create_actor_critic
             from sample_factory.model.model_utils import get_rnn_size
 
             from common.nethack.actions import ACTIONS
             from rl_baseline.models.obs import model_observation_space
-            from rl_baseline.sf.cfg import finalize_cfg, parse_cfg
+            from rl_baseline.sf.cfg import ConfigError, resolve_experiment_cfg
             from rl_baseline.sf.checkpoints import CheckpointError, load_newest
             from rl_baseline.sf.env import register_envs
         except ImportError as exc:
@@ -55,11 +54,12 @@ class CheckpointPolicy(Policy):
             ) from exc
         import gymnasium as gym
 
-        # the same steps as rl_baseline.sf.evaluate: saved config, then the latest checkpoint
-        argv = ["--experiment", path.name, "--train_dir", str(train_dir or path.parent), "--device", "cpu"]
-        cfg = load_from_checkpoint(parse_cfg(argv))
-        cfg.device = "cpu"
-        finalize_cfg(cfg)
+        # the saved network layout (no reward model or meta-policy is needed to act), then the latest checkpoint
+        try:
+            cfg = resolve_experiment_cfg(Path(train_dir or path.parent) / path.name, ["--device", "cpu"],
+                                         evaluation=False, files=False)
+        except ConfigError as exc:
+            raise CollectError(f"--checkpoint {checkpoint_dir}: {exc}") from exc
         register_envs()
         self.num_skills = int(cfg.num_skills)
         if self.skill_id >= self.num_skills:

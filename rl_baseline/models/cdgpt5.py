@@ -35,6 +35,9 @@ settings for ``parser.set_defaults``. :func:`register_cdgpt5` installs an
 actor-critic factory that adapts sample-factory's flags accordingly (so the
 paper's ``--obs_scale 255`` works); an encoder built directly with settings
 that would corrupt its inputs refuses them with an error naming the flag.
+
+One module on purpose (about 580 lines): the encoder's layers, its fast inference path (tested
+against the pixel path) and its sample-factory registration describe one network.
 """
 from __future__ import annotations
 

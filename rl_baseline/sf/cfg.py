@@ -24,17 +24,35 @@ release flag                  here
 ``5_000_000_000``             integer flags accept Python's digit separators
 ============================  =====================================================
 
+Resolution, once per entry point (:func:`resolve_cfg`, :func:`resolve_experiment_cfg`):
+
+1. **parse**: sample-factory's parser with our flags, the release's spellings translated;
+   a saved experiment's ``config.json`` under this command line (evaluation needs one and its
+   evaluation flags come from this command; training resumes one when it exists);
+2. **derive**: values computed from flags (the reward lists, the skill count, the reward and
+   pixel scales in sample-factory's terms), idempotent on a saved configuration;
+3. **validate**: flag combinations, then the files (reward models, their quantiles, the
+   meta-policy module), leaving ``cfg.reward_thresholds``.
+
+The phases (:mod:`.train`, :mod:`.evaluate`, :mod:`.skill_eval`) take the finished configuration
+(``cfg.resolved`` is True) and parse nothing themselves.
+
 Defaults follow the paper (Table 2): APPO, 24 workers x 20 envs, batch 4096, reward
 scale 0.1, obs scale 255, PPO clip 0.1, value clip 1.0, 1 epoch, max grad norm 4.0,
 value loss coefficient 0.5, entropy loss, extrinsic 0.0, LLM 0.1, beta 3, thresholds
 [0.95,0.85,0.85,0.85,0.85], 10,000 steps per episode, code seed 42, seed 2; and the
 release's learner: GRU core, V-trace advantages, no return normalisation, message counts over
 the 20 most recently seen messages (``--msg_max_keys``).
+
+One module on purpose (about 600 lines): the one home of the configuration of scripts.main, from the
+command line to the finished configuration the phases receive.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
@@ -219,8 +237,64 @@ def _default_device() -> str:
         return "cpu"
 
 
-def parse_cfg(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """Parses the full configuration with sample-factory's parser extended by our flags."""
+#: evaluation flags that come from the evaluating command, never from the saved training configuration
+EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs",
+              "eval_deterministic_actions", "save_video", "eval_skill", "eval_start_depth")
+
+
+def parse_list_flag(value: Any, flag: str) -> list:
+    """Reads a list flag such as ``"['a', 'b']"``, ``"[a,b]"``, ``"[0.95,0.85]"``, ``"a"`` or ``"0.5"``.
+
+    Accepts Python/JSON list literals (the release's README spreads them over several
+    lines), bare comma-separated items inside brackets, and single values.
+    """
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, (int, float)):
+        return [value]
+    text = " ".join(str(value).split())
+    if not text:
+        return []
+    if text.startswith("[") or text.startswith("("):
+        try:
+            parsed = ast.literal_eval(text)
+            return list(parsed) if isinstance(parsed, (list, tuple)) else [parsed]
+        except (ValueError, SyntaxError):
+            inner = text.strip("[]() ")
+            if not inner:
+                return []
+            return [item.strip().strip("'\"") for item in inner.split(",") if item.strip()]
+    try:
+        return [ast.literal_eval(text)]
+    except (ValueError, SyntaxError):
+        return [text]
+
+
+def parse_reward_dirs(value: Any) -> list[str]:
+    return [str(v) for v in parse_list_flag(value, "--reward_dir")]
+
+
+def parse_quantiles(value: Any, num_skills: int) -> list[float]:
+    """Quantile list; a single value applies to every skill."""
+    items = parse_list_flag(value, "--eps_threshold_quantile")
+    try:
+        quantiles = [float(v) for v in items]
+    except (TypeError, ValueError):
+        raise ConfigError(f"--eps_threshold_quantile: expected numbers, got {value!r}") from None
+    if len(quantiles) == 1 and num_skills > 1:
+        quantiles = quantiles * num_skills
+    for q in quantiles:
+        if not 0.0 <= q <= 1.0:
+            raise ConfigError(f"--eps_threshold_quantile: {q} is not in [0, 1]")
+    return quantiles
+
+
+# ----------------------------------------------------------------------------- 1. parse
+
+
+def _parse_command_line(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
 
     raw = list(sys.argv[1:] if argv is None else argv)
@@ -233,24 +307,40 @@ def parse_cfg(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         # --env was filled in for sample-factory's parser, not given: a saved experiment's own
         # environment (resume, evaluation) must win over this default
         cfg.cli_args.pop("env", None)
-    finalize_cfg(cfg)
     return cfg
 
 
-def finalize_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
-    """Fills derived values (skill count, parsed lists) and checks flag combinations."""
-    from common.vocabulary import ALL_TASKS, EVAL_TASKS
-    from rl_baseline.skills.intrinsic_reward import (
-        RewardConfigError,
-        check_msg_max_keys,
-        parse_quantiles,
-        parse_reward_dirs,
-    )
+def _with_saved_experiment(cfg: argparse.Namespace, required: bool) -> argparse.Namespace:
+    """The saved ``{train_dir}/{experiment}/config.json`` with this command's flags on top (as
+    sample-factory's own loaders do); an evaluation's flags (:data:`EVAL_FLAGS`) always come from
+    this command. Without a saved experiment: ``cfg`` itself, or :class:`ConfigError` if ``required``."""
+    from sample_factory.cfg.arguments import load_from_checkpoint
 
-    if cfg.env not in (SKILL_ENV, MOTIF_ENV):
-        raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
-    if cfg.env == MOTIF_ENV and cfg.root_env not in ROOT_ENVS:
-        raise ConfigError(f"--root_env {cfg.root_env!r}: expected one of {', '.join(ROOT_ENVS)}")
+    # sample-factory's own cfg_file() creates the experiment folder: a mistyped command must not
+    path = os.path.join(cfg.train_dir, cfg.experiment, "config.json")
+    if not os.path.isfile(path):
+        if required:
+            raise ConfigError(f"no saved experiment at {path}: --train_dir and --experiment must name a trained "
+                              "run ({train_dir}/{experiment}/config.json, written by scripts.main)")
+        return cfg
+    invocation = {k: getattr(cfg, k) for k in EVAL_FLAGS if hasattr(cfg, k)} if cfg.evaluation else {}
+    explicit = dict(cfg.cli_args)
+    evaluation = bool(cfg.evaluation)
+    try:
+        merged = load_from_checkpoint(cfg)
+    except Exception as exc:  # sample-factory raises a bare Exception for an unreadable config.json
+        raise ConfigError(f"{path}: cannot be read ({exc})") from exc
+    for key, value in {**invocation, **explicit}.items():
+        merged[key] = value
+    merged.evaluation = evaluation
+    return merged
+
+
+# ----------------------------------------------------------------------------- 2. derive
+
+
+def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
+    """Values computed from flags; running it again on its own output changes nothing."""
     if float(cfg.reward_scale) != 1.0:
         # the release's --reward_scale scales the game reward only; the skill reward enters unscaled
         # (sample-factory 2 would scale the env's whole reward, making --llm_reward 0.1 an effective 0.01)
@@ -264,14 +354,82 @@ def finalize_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
         cfg.obs_scale = 1.0
     if cfg.num_skills is None:
         cfg.num_skills = NUM_SKILLS if cfg.env == SKILL_ENV else 1
-    if not 1 <= cfg.num_skills <= NUM_SKILLS:
-        raise ConfigError(f"--num_skills {cfg.num_skills}: must be between 1 and {NUM_SKILLS}")
+    cfg.eval_skill = getattr(cfg, "eval_skill", NO_TASK) or NO_TASK
+    cfg.reward_dirs = parse_reward_dirs(cfg.reward_dir)
+    cfg.threshold_quantiles = parse_quantiles(cfg.eps_threshold_quantile, cfg.num_skills)
+    if cfg.eps_threshold_quantile == DEFAULT_QUANTILES:
+        cfg.threshold_quantiles = cfg.threshold_quantiles[: cfg.num_skills]
+    if cfg.llm_reward == 0.0 and not cfg.reward_dirs:
+        cfg.threshold_quantiles = []
+    return cfg
+
+
+# ----------------------------------------------------------------------------- 3. validate
+
+
+def check_eval_args(cfg: Any) -> None:
+    """The evaluation flags; :class:`ConfigError` (exit status 2) naming the flag."""
+    from rl_baseline.tasks.release_protocol import PROTOCOLS
+
+    protocol = getattr(cfg, "eval_protocol", "release")
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"--eval_protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+    checks = (
+        ("eval_env_steps", "a budget of env steps summed over the --eval_num_envs games"),
+        ("eval_stats_avg", "the number of last finished episodes averaged"),
+        ("eval_num_envs", "the number of games stepped together"),
+        ("eval_episodes", "the number of episodes of --eval_protocol project"),
+    )
+    for name, what in checks:
+        value = getattr(cfg, name, None)
+        if value is None or int(value) < 1:
+            raise ConfigError(f"--{name} must be at least 1 ({what}), got {value}")
+    explicit = getattr(cfg, "cli_args", None) or {}
+    if protocol == "release" and "eval_episodes" in explicit:
+        raise ConfigError(
+            "--eval_episodes counts the episodes of --eval_protocol project; the release protocol (the default) "
+            "runs a budget of --eval_env_steps env steps and averages the last --eval_stats_avg finished "
+            "episodes. Pass --eval_protocol project to evaluate a number of episodes."
+        )
+
+
+def check_command_line(cfg: argparse.Namespace) -> None:
+    """What this command's own flags get wrong, reported before a saved experiment is read: names
+    of skills, tasks and environments, and (evaluating) the evaluation flags."""
+    from common.vocabulary import ALL_TASKS
+
+    if cfg.env not in (SKILL_ENV, MOTIF_ENV):
+        raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
     if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
         raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
     eval_skill = getattr(cfg, "eval_skill", NO_TASK) or NO_TASK
     if eval_skill != NO_TASK and eval_skill not in SKILLS:
         raise ConfigError(f"--eval_skill {eval_skill!r}: expected one of {', '.join(SKILLS)} or none")
-    if eval_skill != NO_TASK and cfg.num_skills is not None and SKILLS.index(eval_skill) >= int(cfg.num_skills):
+    if cfg.evaluation and eval_skill == NO_TASK:
+        check_eval_args(cfg)
+    elif cfg.evaluation:  # forced-skill evaluation: a number of episodes, whatever --eval_protocol says
+        for name in ("eval_episodes", "eval_num_envs"):
+            if int(getattr(cfg, name)) < 1:
+                raise ConfigError(f"--{name} must be at least 1, got {getattr(cfg, name)}")
+
+
+def check_flags(cfg: argparse.Namespace) -> None:
+    """Flag values and combinations that cannot work; :class:`ConfigError` naming the flag."""
+    from common.vocabulary import ALL_TASKS, EVAL_TASKS
+    from rl_baseline.skills.intrinsic_reward import RewardConfigError, check_msg_max_keys
+
+    if cfg.env not in (SKILL_ENV, MOTIF_ENV):
+        raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
+    if cfg.env == MOTIF_ENV and cfg.root_env not in ROOT_ENVS:
+        raise ConfigError(f"--root_env {cfg.root_env!r}: expected one of {', '.join(ROOT_ENVS)}")
+    if not 1 <= cfg.num_skills <= NUM_SKILLS:
+        raise ConfigError(f"--num_skills {cfg.num_skills}: must be between 1 and {NUM_SKILLS}")
+    if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
+        raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
+    eval_skill = cfg.eval_skill
+    if eval_skill != NO_TASK and eval_skill not in SKILLS:
+        raise ConfigError(f"--eval_skill {eval_skill!r}: expected one of {', '.join(SKILLS)} or none")
+    if eval_skill != NO_TASK and SKILLS.index(eval_skill) >= int(cfg.num_skills):
         raise ConfigError(f"--eval_skill {eval_skill}: this policy was trained with {cfg.num_skills} skill(s) "
                           f"({', '.join(SKILLS[:int(cfg.num_skills)])}), not with {eval_skill}")
     if getattr(cfg, "eval_start_depth", -1) == 0 or getattr(cfg, "eval_start_depth", -1) > 50:
@@ -285,15 +443,105 @@ def finalize_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
         )
     try:
         check_msg_max_keys(cfg.msg_max_keys)
-        cfg.reward_dirs = parse_reward_dirs(cfg.reward_dir)
-        cfg.threshold_quantiles = parse_quantiles(cfg.eps_threshold_quantile, cfg.num_skills)
-        if cfg.eps_threshold_quantile == DEFAULT_QUANTILES:
-            cfg.threshold_quantiles = cfg.threshold_quantiles[: cfg.num_skills]
     except RewardConfigError as exc:
         raise ConfigError(str(exc)) from exc
-    if cfg.llm_reward == 0.0 and not cfg.reward_dirs:
-        cfg.threshold_quantiles = []
+
+
+def check_files(cfg: Any) -> list[float]:
+    """The files the run reads, before any worker starts: every reward model loads and has its
+    quantile, the meta-policy module passes the code check. Returns the per-skill thresholds."""
+    from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models
+
+    thresholds: list[float] = []
+    if cfg.llm_reward != 0.0 or cfg.reward_dirs:
+        if not cfg.reward_dirs:
+            raise ConfigError(f"--llm_reward is {cfg.llm_reward} but --reward_dir lists no reward model")
+        if len(cfg.reward_dirs) != cfg.num_skills:
+            raise ConfigError(
+                f"--reward_dir lists {len(cfg.reward_dirs)} reward directories but --num_skills is {cfg.num_skills}: "
+                "give one reward directory per skill, in skill order"
+            )
+        if len(cfg.threshold_quantiles) != cfg.num_skills:
+            raise ConfigError(f"--eps_threshold_quantile lists {len(cfg.threshold_quantiles)} values but "
+                              f"--num_skills is {cfg.num_skills}")
+    if cfg.reward_dirs:
+        for d in cfg.reward_dirs:
+            if not os.path.isdir(d):
+                raise ConfigError(f"--reward_dir: reward directory not found: {d}")
+        try:
+            models = load_reward_models(cfg.reward_dirs)
+        except RewardConfigError as exc:
+            raise ConfigError(str(exc)) from exc
+        for d, model, q in zip(cfg.reward_dirs, models, cfg.threshold_quantiles):
+            try:
+                thresholds.append(float(model.threshold(q)))
+            except ValueError as exc:
+                raise ConfigError(f"--eps_threshold_quantile {q} for {d}: {exc}") from exc
+    if uses_meta_policy(cfg):
+        from rl_baseline.skills.meta_policy import load
+
+        task = meta_policy_task(cfg)
+        try:
+            load(task, cfg.code_seed, root=cfg.meta_policy_root)
+        except Exception as exc:  # the loader reports missing files and bad generated code
+            raise ConfigError(f"meta-policy for task {task!r}, --code_seed {cfg.code_seed}: {exc}") from exc
+    return thresholds
+
+
+# ----------------------------------------------------------------------------- entry points
+
+
+def resolve_cfg(argv: Optional[Sequence[str]] = None, saved: bool = True, files: bool = True) -> argparse.Namespace:
+    """The finished configuration of ``scripts.main``: parse, derive, validate (module docstring).
+
+    ``saved``: merge a saved experiment (evaluation requires one, training resumes one);
+    ``files``: check the reward models and the meta-policy module. Raises :class:`ConfigError`.
+    """
+    cfg = _parse_command_line(argv)
+    check_command_line(cfg)
+    if saved and (cfg.evaluation or cfg.restart_behavior == "resume"):
+        cfg = _with_saved_experiment(cfg, required=bool(cfg.evaluation))
+    derive_cfg(cfg)
+    check_flags(cfg)
+    cfg.reward_thresholds = check_files(cfg) if files else None
+    cfg.resolved = bool(saved and files)
     return cfg
+
+
+def parse_cfg(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The command line alone, derived and checked (no saved experiment, no files): for checking
+    commands (the pipeline's plan, the README's commands) and for tools that build on flags."""
+    return resolve_cfg(argv, saved=False, files=False)
+
+
+def resolve_experiment_cfg(policy_dir: str | os.PathLike, overrides: Sequence[str] = (), evaluation: bool = True,
+                           files: bool = True) -> argparse.Namespace:
+    """The finished configuration of the experiment saved in ``policy_dir`` (``{train_dir}/{experiment}``),
+    ``overrides`` (e.g. ``["--eval_skill", "descender"]``) on top; ``evaluation`` False gives the
+    training environment. :class:`ConfigError` names the folder when it holds no experiment."""
+    from pathlib import Path
+
+    policy_dir = Path(policy_dir)
+    if not (policy_dir / "config.json").is_file():
+        raise ConfigError(f"--policy_dir {policy_dir}: no config.json there; expected the folder of a trained "
+                          "experiment, {train_dir}/{experiment}, as written by scripts.main")
+    argv = ["--train_dir", str(policy_dir.parent), "--experiment", policy_dir.name,
+            "--evaluation", str(bool(evaluation)), *overrides]
+    cfg = _parse_command_line(argv)
+    check_command_line(cfg)
+    cfg = _with_saved_experiment(cfg, required=True)
+    derive_cfg(cfg)
+    check_flags(cfg)
+    cfg.reward_thresholds = check_files(cfg) if files else None
+    cfg.resolved = files
+    return cfg
+
+
+def require_resolved(cfg: Any, what: str) -> None:
+    """Phases take a finished configuration; a half-built one is a programming error."""
+    if not getattr(cfg, "resolved", False):
+        raise ConfigError(f"{what} needs the configuration from rl_baseline.sf.cfg.resolve_cfg "
+                          "(parsed, derived and validated once)")
 
 
 def forced_skill(cfg: Any) -> Optional[str]:
@@ -325,30 +573,6 @@ def uses_meta_policy(cfg: Any) -> bool:
 def meta_policy_task(cfg: Any) -> str:
     """Training runs the exploration policy; evaluation the target task's policy."""
     return cfg.eval_target if cfg.evaluation else "exploration"
-
-
-def validate_cfg(cfg: Any) -> list[float]:
-    """Everything that can be checked before workers start: reward dirs, quantiles, meta-policy code.
-
-    Returns the per-skill thresholds. Raises :class:`ConfigError`.
-    """
-    from rl_baseline.skills.intrinsic_reward import RewardConfigError, validate_reward_setup
-
-    try:
-        thresholds = validate_reward_setup(
-            cfg.reward_dirs, cfg.threshold_quantiles, cfg.num_skills, float(cfg.llm_reward)
-        )
-    except RewardConfigError as exc:
-        raise ConfigError(str(exc)) from exc
-    if uses_meta_policy(cfg):
-        from rl_baseline.skills.meta_policy import load
-
-        task = meta_policy_task(cfg)
-        try:
-            load(task, cfg.code_seed, root=cfg.meta_policy_root)
-        except Exception as exc:  # the loader reports missing files and bad generated code
-            raise ConfigError(f"meta-policy for task {task!r}, --code_seed {cfg.code_seed}: {exc}") from exc
-    return thresholds
 
 
 @dataclass

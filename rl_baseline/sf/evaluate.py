@@ -44,15 +44,9 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
-from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, finalize_cfg, validate_cfg
+from rl_baseline.sf.cfg import SkillEnvConfig, require_resolved
 
 logger = logging.getLogger(__name__)
-
-#: flags that belong to this evaluation call, not to the trained experiment: their values come
-#: from the command line (or today's defaults), never from the experiment's saved config.json
-EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs",
-              "eval_deterministic_actions", "save_video", "eval_skill", "eval_start_depth")
-
 
 @dataclass
 class EpisodeResult:
@@ -100,35 +94,6 @@ def _action_names() -> Optional[list[str]]:
     except ImportError:
         return None
     return list(ACTION_NAMES)
-
-
-# ----------------------------------------------------------------------------- flags
-
-
-def check_eval_args(cfg: Any) -> None:
-    """The evaluation flags; :class:`ConfigError` (exit status 2) naming the flag."""
-    from rl_baseline.tasks.release_protocol import PROTOCOLS
-
-    protocol = getattr(cfg, "eval_protocol", "release")
-    if protocol not in PROTOCOLS:
-        raise ConfigError(f"--eval_protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
-    checks = (
-        ("eval_env_steps", "a budget of env steps summed over the --eval_num_envs games"),
-        ("eval_stats_avg", "the number of last finished episodes averaged"),
-        ("eval_num_envs", "the number of games stepped together"),
-        ("eval_episodes", "the number of episodes of --eval_protocol project"),
-    )
-    for name, what in checks:
-        value = getattr(cfg, name, None)
-        if value is None or int(value) < 1:
-            raise ConfigError(f"--{name} must be at least 1 ({what}), got {value}")
-    explicit = getattr(cfg, "cli_args", None) or {}
-    if protocol == "release" and "eval_episodes" in explicit:
-        raise ConfigError(
-            "--eval_episodes counts the episodes of --eval_protocol project; the release protocol (the default) "
-            "runs a budget of --eval_env_steps env steps and averages the last --eval_stats_avg finished "
-            "episodes. Pass --eval_protocol project to evaluate a number of episodes."
-        )
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -441,22 +406,14 @@ def _save_gif(frames: list[np.ndarray], path: Path) -> None:
 
 
 def evaluate(cfg: Any) -> dict:
-    """Runs the evaluation described in the module docstring; returns the summary dict."""
-    from sample_factory.cfg.arguments import load_from_checkpoint
-
+    """Runs the evaluation described in the module docstring on a finished configuration
+    (:func:`rl_baseline.sf.cfg.resolve_cfg`); returns the summary dict."""
     from common.vocabulary import TASK_MEASURE, check_eval_target
     from rl_baseline.sf.env import build_skill_env, register_envs
     from rl_baseline.sf.policy import load_policy
 
+    require_resolved(cfg, "evaluation")
     task = check_eval_target(cfg.eval_target)
-    check_eval_args(cfg)
-    invocation = {k: getattr(cfg, k) for k in EVAL_FLAGS if hasattr(cfg, k)}
-    cfg = load_from_checkpoint(cfg)
-    for k, v in invocation.items():  # this call's evaluation flags, not those saved at training time
-        cfg[k] = v
-    cfg.evaluation = True
-    finalize_cfg(cfg)
-    validate_cfg(cfg)
     register_envs()
 
     protocol = cfg.eval_protocol

@@ -9,19 +9,17 @@ all step environments in this process with one of three policies, each with the 
   baseline "the network before any training");
 * :class:`UniformRandomPolicy` -- uniformly random actions from the env's action set.
 
-:func:`experiment_cfg` turns a policy folder ``{train_dir}/{experiment}`` into the
-experiment's configuration (its saved ``config.json`` plus the overrides given).
+The experiment's configuration comes from :func:`rl_baseline.sf.cfg.resolve_experiment_cfg`.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
-from rl_baseline.sf.cfg import ConfigError, finalize_cfg
 from rl_baseline.sf.checkpoints import CheckpointError, checkpoint_dir, load_newest
 
 logger = logging.getLogger(__name__)
@@ -68,36 +66,6 @@ class UniformRandomPolicy:
 
     def episode_ended(self, i: int) -> None:
         pass
-
-
-def experiment_cfg(policy_dir: str | Path, overrides: Sequence[str] = ()) -> Any:
-    """The configuration of the experiment saved in ``policy_dir`` (``{train_dir}/{experiment}``).
-
-    ``overrides`` are extra command-line flags (``["--eval_skill", "descender"]``); flags given
-    here win over the saved ``config.json``. Raises :class:`ConfigError` naming the folder when
-    it holds no experiment.
-    """
-    from sample_factory.cfg.arguments import load_from_checkpoint
-
-    from rl_baseline.sf.cfg import parse_cfg
-
-    policy_dir = Path(policy_dir)
-    if not (policy_dir / "config.json").is_file():
-        raise ConfigError(f"--policy_dir {policy_dir}: no config.json there; expected the folder of a trained "
-                          "experiment, {train_dir}/{experiment}, as written by scripts.main")
-    argv = ["--train_dir", str(policy_dir.parent), "--experiment", policy_dir.name, "--evaluation", "True",
-            *overrides]
-    cfg = parse_cfg(argv)
-    explicit = dict(cfg.cli_args)
-    try:
-        cfg = load_from_checkpoint(cfg)
-    except Exception as exc:  # sample-factory raises a bare Exception for an unreadable config.json
-        raise ConfigError(f"{policy_dir / 'config.json'}: cannot be read ({exc})") from exc
-    for key in explicit:
-        cfg[key] = explicit[key]
-    cfg.evaluation = True
-    finalize_cfg(cfg)
-    return cfg
 
 
 @dataclass

@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
-from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, finalize_cfg, forced_skill, validate_cfg
+from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, forced_skill, require_resolved
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
 
 logger = logging.getLogger(__name__)
@@ -185,7 +185,7 @@ def evaluate_skill_with(cfg: Any, policy_kind: str, episodes: int, num_envs: int
     if not _REGISTERED:
         register_envs()
         _REGISTERED.append(True)
-    validate_cfg(cfg)  # the reward models exist and load, before any game starts
+    require_resolved(cfg, "forced-skill evaluation")
     skill = forced_skill(cfg)
     n_envs = max(1, min(int(num_envs), int(episodes)))
     envs = [build_skill_env(skill_env_config(cfg)) for _ in range(n_envs)]
@@ -217,17 +217,10 @@ def format_measure(stat: dict) -> str:
 
 
 def evaluate_skill(cfg: Any) -> dict:
-    """``scripts.main --evaluation True --eval_skill S``: the trained policy held on one skill."""
-    from sample_factory.cfg.arguments import load_from_checkpoint
+    """``scripts.main --evaluation True --eval_skill S``: the trained policy held on one skill (a
+    finished configuration, :func:`rl_baseline.sf.cfg.resolve_cfg`)."""
+    from rl_baseline.sf.evaluate import eval_dir
 
-    from rl_baseline.sf.evaluate import EVAL_FLAGS, eval_dir
-
-    invocation = {k: getattr(cfg, k) for k in EVAL_FLAGS if hasattr(cfg, k)}
-    cfg = load_from_checkpoint(cfg)
-    for k, v in invocation.items():  # this call's evaluation flags, not those saved at training time
-        cfg[k] = v
-    cfg.evaluation = True
-    finalize_cfg(cfg)
     skill = forced_skill(cfg)
     result, info = evaluate_skill_with(cfg, "trained", int(cfg.eval_episodes), int(cfg.eval_num_envs),
                                        seed=int(cfg.seed or 0))

@@ -29,7 +29,7 @@ from typing import Any, Optional
 import numpy as np
 
 from common.atomic_io import atomic_write_json
-from rl_baseline.sf.cfg import finalize_cfg, validate_cfg
+from rl_baseline.sf.cfg import require_resolved
 
 logger = logging.getLogger(__name__)
 
@@ -230,19 +230,15 @@ def check_resume(cfg: Any) -> None:
 
 
 def train(cfg: Any) -> int:
-    """Validates, registers, and runs sample-factory training; returns its status code."""
+    """Runs sample-factory training on a finished configuration (:func:`rl_baseline.sf.cfg.resolve_cfg`);
+    returns its status code."""
     from sample_factory.algo.utils.misc import ExperimentStatus
-    from sample_factory.cfg.arguments import maybe_load_from_checkpoint
     from sample_factory.utils.utils import experiment_dir
 
     from rl_baseline.sf.env import register_envs
     from rl_baseline.sf.learner import MaestroParallelRunner, MaestroSerialRunner
 
-    if cfg.restart_behavior == "resume":
-        # saved config + command-line overrides, as sample-factory's make_runner does
-        cfg = maybe_load_from_checkpoint(cfg)
-        finalize_cfg(cfg)
-    validate_cfg(cfg)
+    require_resolved(cfg, "training")
     check_resume(cfg)
     register_envs()
     probe_env(cfg)

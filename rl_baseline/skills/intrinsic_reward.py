@@ -24,12 +24,10 @@ environments); it is bounded and simply cleared when full.
 """
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -49,90 +47,7 @@ class RewardModelLike(Protocol):
 
 
 class RewardConfigError(ValueError):
-    """Bad ``--reward_dir`` / ``--eps_threshold_quantile`` input, reported before training starts."""
-
-
-def parse_list_flag(value: Any, flag: str) -> list:
-    """Reads a list flag such as ``"['a', 'b']"``, ``"[a,b]"``, ``"[0.95,0.85]"``, ``"a"`` or ``"0.5"``.
-
-    Accepts Python/JSON list literals (the release's README spreads them over several
-    lines), bare comma-separated items inside brackets, and single values.
-    """
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    if isinstance(value, (int, float)):
-        return [value]
-    text = " ".join(str(value).split())
-    if not text:
-        return []
-    if text.startswith("[") or text.startswith("("):
-        try:
-            parsed = ast.literal_eval(text)
-            return list(parsed) if isinstance(parsed, (list, tuple)) else [parsed]
-        except (ValueError, SyntaxError):
-            inner = text.strip("[]() ")
-            if not inner:
-                return []
-            return [item.strip().strip("'\"") for item in inner.split(",") if item.strip()]
-    try:
-        return [ast.literal_eval(text)]
-    except (ValueError, SyntaxError):
-        return [text]
-
-
-def parse_reward_dirs(value: Any) -> list[str]:
-    return [str(v) for v in parse_list_flag(value, "--reward_dir")]
-
-
-def parse_quantiles(value: Any, num_skills: int) -> list[float]:
-    """Quantile list; a single value applies to every skill."""
-    items = parse_list_flag(value, "--eps_threshold_quantile")
-    try:
-        quantiles = [float(v) for v in items]
-    except (TypeError, ValueError):
-        raise RewardConfigError(f"--eps_threshold_quantile: expected numbers, got {value!r}") from None
-    if len(quantiles) == 1 and num_skills > 1:
-        quantiles = quantiles * num_skills
-    for q in quantiles:
-        if not 0.0 <= q <= 1.0:
-            raise RewardConfigError(f"--eps_threshold_quantile: {q} is not in [0, 1]")
-    return quantiles
-
-
-def validate_reward_setup(
-    reward_dirs: Sequence[str], quantiles: Sequence[float], num_skills: int, llm_coef: float
-) -> list[float]:
-    """Checks the reward configuration in the main process, before any worker starts.
-
-    Returns the thresholds (normalised-reward value at each skill's quantile). Raises
-    :class:`RewardConfigError` naming the flag or file at fault.
-    """
-    if llm_coef == 0.0 and not reward_dirs:
-        return []
-    if not reward_dirs:
-        raise RewardConfigError(f"--llm_reward is {llm_coef} but --reward_dir lists no reward model")
-    if len(reward_dirs) != num_skills:
-        raise RewardConfigError(
-            f"--reward_dir lists {len(reward_dirs)} reward directories but --num_skills is {num_skills}: "
-            "give one reward directory per skill, in skill order"
-        )
-    if len(quantiles) != num_skills:
-        raise RewardConfigError(
-            f"--eps_threshold_quantile lists {len(quantiles)} values but --num_skills is {num_skills}"
-        )
-    for d in reward_dirs:
-        if not Path(d).is_dir():
-            raise RewardConfigError(f"--reward_dir: reward directory not found: {d}")
-    models = load_reward_models(reward_dirs)
-    thresholds = []
-    for d, model, q in zip(reward_dirs, models, quantiles):
-        try:
-            thresholds.append(float(model.threshold(q)))
-        except ValueError as exc:
-            raise RewardConfigError(f"--eps_threshold_quantile {q} for {d}: {exc}") from exc
-    return thresholds
+    """A reward directory that cannot be loaded, or a bad message-count window."""
 
 
 _MODEL_CACHE: dict[tuple[str, str], Any] = {}

@@ -206,23 +206,13 @@ class EpisodeSkillStats:
             out[f"skills/{name}_started_with_item"] = float(self.with_item[i])
             out[f"intrinsic/{name}_return"] = float(self.intrinsic[i])
             if self.time[i] > 0:
-                # the skill's main measure (SKILL_SUCCESS_DOC), over the steps it was active
+                # the skill's main measure (skill_measures.MAIN_MEASURE), over the steps it was active: the
+                # same value as measures/{skill}/{main measure}, under the name the curves plot
                 out[f"skills/{name}_success"] = float(values[name][MAIN_MEASURE[name]])
                 out[f"intrinsic/{name}_mean"] = float(self.intrinsic[i] / self.time[i])
                 out[f"intrinsic/{name}_nonzero_frac"] = float(self.nonzero[i] / self.time[i])
         out.update(self.measures.summary())
         return out
-
-
-# What counts as success of a skill while it is active (reported as skills/{name}_success):
-# the skill's main measure in rl_baseline.tasks.skill_measures.
-SKILL_SUCCESS_DOC = {
-    "discoverer": "map cells revealed per 1000 active steps",
-    "descender": "levels descended",
-    "ascender": "levels ascended",
-    "worshipper": "items BUC-identified",
-    "merchant": "items sold",
-}
 
 
 class SkillRuntime(gym.Wrapper):

@@ -27,6 +27,9 @@ Message formats are NetHack 3.6's (NLE 1.0.0), checked in wizard-mode games:
 The environment may pass every message seen during a step as ``info["messages"]`` (a list of
 str; messages dismissed with --More-- inside one step are otherwise lost); without it
 ``info["message"]`` is used.
+
+One module on purpose (about 600 lines): one home for reading NetHack's messages for all nine
+tasks; the per-task trackers share the message parsers.
 """
 from __future__ import annotations
 

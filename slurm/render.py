@@ -1,0 +1,13 @@
+"""Writes one sbatch job per pipeline phase from the templates of this folder.
+
+Example: python -m slurm.render --out slurm_jobs --workdir /path/to/checkout --setup "source venv/bin/activate"
+(the same jobs as ``python -m scripts.pipeline --preset paper --write_slurm slurm_jobs``).
+"""
+from __future__ import annotations
+
+import sys
+
+from orchestration.slurm import main
+
+if __name__ == "__main__":
+    sys.exit(main())
