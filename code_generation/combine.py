@@ -1,10 +1,21 @@
-"""Joins a generated policy over skills with the skill functions and initial values.
+"""Joins a policy over skills with the skill functions and initial values into one module.
 
-``{gen_dir}/{task}/_seed{N}/execution.py`` (up to its unit test) + the
-``skill_precondition`` / ``skill_termination`` methods (``_seed{N}/skill_functions.py``
-when that run generated them, else ``parts/skill_functions.py``) + the task's
-``initial_values.txt`` (``set_initial_values``; a ``set_initial_values`` of the generated
-class is kept as ``generated_initial_values`` and called first) become
+The policy part is either
+
+* generated: ``{gen_dir}/{task}/_seed{N}/execution.py`` (up to its unit test), written by a
+  language model with ``scripts.generate_code``; or
+* hand-written (``reference=True``, ``scripts.combine --reference``): the task's
+  ``{task}/reference_policy.py`` (without its module docstring). The shipped
+  ``rl_baseline/meta_policies/{task}/seed42/execution.py`` modules are exactly this output
+  (tests/test_meta_policy_parts.py compares them byte for byte), and their header says they
+  are hand-written.
+
+It is joined with the ``skill_precondition`` / ``skill_termination`` methods (from the
+generation run's ``_seed{N}/skill_functions.py`` when it produced them; else each method
+from ``{task}/skill_functions.py`` when the task defines it there, which only the exploration
+task does, on purpose; else from the one shared copy ``parts/skill_functions.py``) and the
+task's ``initial_values.txt`` (``set_initial_values``; a ``set_initial_values`` of the
+generated class is kept as ``generated_initial_values`` and called first) into
 ``{out_root}/{task}/seed{N}/execution.py`` (with ``__init__.py`` files so it imports
 as a package module). The result is checked with the validator the run-time uses,
 its reference unit test runs in the sandbox, and it is imported through
@@ -45,8 +56,15 @@ class CombineResult:
     test_output: str
 
 
-def _methods(path: Path, names: tuple[str, ...]) -> str:
-    """The source of the methods ``names`` defined in ``path`` (inside a NetHackPlayer class or at top level)."""
+REFERENCE_PART = "reference_policy.py"
+SHARED_SKILL_PART = "parts/skill_functions.py"
+SKILL_METHODS = ("skill_precondition", "skill_termination")
+JOINED_METHODS = SKILL_METHODS + ("set_initial_values",)
+
+
+def _find_methods(path: Path) -> list[tuple[str, str]]:
+    """(name, source) of every function defined in ``path``, in file order (inside a NetHackPlayer class or at
+    top level; methods given inside a class are taken out of it)."""
     if not path.is_file():
         raise CombineError(f"part not found: {path}")
     text = path.read_text(encoding="utf-8")
@@ -56,44 +74,139 @@ def _methods(path: Path, names: tuple[str, ...]) -> str:
     except SyntaxError as exc:
         raise CombineError(f"{path}: syntax error at line {exc.lineno}: {exc.msg}") from exc
     lines = module_part.splitlines()
-    pieces = []
+    found = []
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == PLAYER_CLASS:
-            for item in node.body:  # methods given inside a class: take them out of it
-                if isinstance(item, ast.FunctionDef) and item.name in names:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
                     start = (item.decorator_list[0].lineno if item.decorator_list else item.lineno) - 1
-                    pieces.append(textwrap.dedent("\n".join(lines[start:item.end_lineno])))
-        elif isinstance(node, ast.FunctionDef) and node.name in names:
-            pieces.append("\n".join(lines[node.lineno - 1:node.end_lineno]))
+                    found.append((item.name, textwrap.dedent("\n".join(lines[start:item.end_lineno]))))
+        elif isinstance(node, ast.FunctionDef):
+            found.append((node.name, "\n".join(lines[node.lineno - 1:node.end_lineno])))
+    return found
+
+
+def _methods(path: Path, names: tuple[str, ...]) -> str:
+    """The source of the methods ``names`` defined in ``path``, in file order."""
+    pieces = [source for name, source in _find_methods(path) if name in names]
     if len(pieces) < len(names):
         raise CombineError(f"{path}: expected the methods {', '.join(names)}")
     return "\n\n".join(pieces)
 
 
+def _part_skill_functions(base: Path, task: str) -> tuple[str, dict[str, str]]:
+    """The skill functions taken from the parts, and for each method the part it came from.
+
+    A method comes from ``{task}/skill_functions.py`` when the task defines it there (its skill
+    functions differ on purpose: the exploration task's skill_termination), else from the one
+    shared copy ``parts/skill_functions.py``.
+    """
+    task_part = base / task / "skill_functions.py"
+    own = dict(_find_methods(task_part)) if task_part.is_file() else {}
+    shared = dict(_find_methods(base / SHARED_SKILL_PART))
+    pieces, origin = [], {}
+    for name in SKILL_METHODS:
+        if name in own:
+            pieces.append(own[name])
+            origin[name] = f"code_generation/{task}/skill_functions.py"
+        elif name in shared:
+            pieces.append(shared[name])
+            origin[name] = f"code_generation/{SHARED_SKILL_PART}"
+        else:
+            raise CombineError(f"{base / SHARED_SKILL_PART}: expected the methods {', '.join(SKILL_METHODS)}")
+    return "\n\n".join(pieces), origin
+
+
+def _strip_docstring(text: str, tree: ast.Module) -> str:
+    """``text`` without its module docstring (it describes the part file, not the joined module)."""
+    first = tree.body[0] if tree.body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):
+        return text
+    return "\n".join(text.splitlines()[first.end_lineno:]).lstrip("\n") + "\n"
+
+
+def _generated_header(task: str, seed: int, label: str) -> str:
+    return (f"# Policy over skills for the \"{task}\" task, seed {seed}.\n"
+            f"# Written by a language model with `python -m scripts.generate_code --task {task} --seed {seed}`,\n"
+            f"# joined with the {label} and the task's initial values by\n"
+            f"# `python -m scripts.combine`. Interface: see rl_baseline/skills/meta_policy.py.\n\n")
+
+
+def _reference_header(task: str, seed: int, origin: dict[str, str]) -> str:
+    # the project's rule: a hand-written meta-policy is labelled as such wherever it is used
+    if len(set(origin.values())) == 1:
+        skills = [f"#   skill functions     {next(iter(origin.values()))}"]
+    else:
+        skills = [f"#   {name:19s} {path}" for name, path in origin.items()]
+    return "\n".join([
+        f"# Policy over skills for the \"{task}\" task, seed {seed}.",
+        "# HAND-WRITTEN REFERENCE, not written by a language model. Built from these parts",
+        f"#   policy              code_generation/{task}/{REFERENCE_PART}",
+        *skills,
+        f"#   set_initial_values  code_generation/{task}/initial_values.txt",
+        "# by",
+        f"#   python -m scripts.combine --task {task} --seed {seed} --reference --force",
+        "# Do not edit this file: edit the parts and run that command (tests/test_meta_policy_parts.py",
+        "# checks that the shipped modules are exactly its output). A language model writes a policy",
+        "# of the same shape with",
+        f"#   python -m scripts.generate_code --task {task} --seed N",
+        f"#   python -m scripts.combine --task {task} --seed N",
+        "# Interface: see rl_baseline/skills/meta_policy.py.",
+    ]) + "\n\n"
+
+
 def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
-                 prompt_dir: str | Path | None = None) -> str:
-    """The text of the combined module (not written anywhere)."""
+                 prompt_dir: str | Path | None = None, reference: bool = False) -> str:
+    """The text of the combined module (not written anywhere).
+
+    ``reference``: the policy part is the hand-written ``{prompt_dir}/{task}/reference_policy.py``
+    (its module docstring left out, ``gen_dir`` unused) instead of the generated
+    ``{gen_dir}/{task}/_seed{seed}/execution.py``, and the header says so.
+    """
     check_task(task)
     base = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
     run_dir = Path(gen_dir) / task / f"_seed{seed}"
-    generated = run_dir / "execution.py"
-    if not generated.is_file():
-        raise CombineError(f"no generated code at {generated}; run `python -m scripts.generate_code "
-                           f"--task {task} --seed {seed}` first")
-    policy = split_unit_test(generated.read_text(encoding="utf-8"))[0]
+    if reference:
+        source = base / task / REFERENCE_PART
+        if not source.is_file():
+            raise CombineError(f"no hand-written reference policy at {source}")
+    else:
+        source = run_dir / "execution.py"
+        if not source.is_file():
+            raise CombineError(f"no generated code at {source}; run `python -m scripts.generate_code "
+                               f"--task {task} --seed {seed}` first")
+    policy = split_unit_test(source.read_text(encoding="utf-8"))[0]
     try:
         tree = ast.parse(policy)
     except SyntaxError as exc:
-        raise CombineError(f"{generated}: syntax error at line {exc.lineno}: {exc.msg}") from exc
+        raise CombineError(f"{source}: syntax error at line {exc.lineno}: {exc.msg}") from exc
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == PLAYER_CLASS]
     if not classes:
-        raise CombineError(f"{generated}: no class {PLAYER_CLASS}")
+        raise CombineError(f"{source}: no class {PLAYER_CLASS}")
+    if reference:
+        # the joined methods live once, in the parts: a copy here would be silently overridden
+        copies = [n.name for c in classes for n in c.body
+                  if isinstance(n, ast.FunctionDef) and n.name in JOINED_METHODS]
+        if copies:
+            raise CombineError(f"{source}: defines {', '.join(copies)}, which the parts provide; remove them")
+        policy = _strip_docstring(policy, tree)
+        tree = ast.parse(policy)
+        classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == PLAYER_CLASS]
     cls = classes[-1]
     skill_part = run_dir / "skill_functions.py"
-    label = "skill functions generated by the same run"
-    if not skill_part.is_file():
-        skill_part = base / "parts" / "skill_functions.py"
-        label = "reference skill functions of code_generation/parts/skill_functions.py"
+    if not reference and skill_part.is_file():
+        skill_functions = _methods(skill_part, SKILL_METHODS)
+        header = _generated_header(task, seed, "skill functions generated by the same run")
+    else:
+        skill_functions, origin = _part_skill_functions(base, task)
+        if reference:
+            header = _reference_header(task, seed, origin)
+        elif len(set(origin.values())) == 1:
+            header = _generated_header(task, seed, f"reference skill functions of {next(iter(origin.values()))}")
+        else:
+            header = _generated_header(task, seed, "reference skill functions of " + " and ".join(
+                f"{path} ({name})" for name, path in origin.items()))
     initial = _methods(base / task / "initial_values.txt", ("set_initial_values",))
     lines = policy.splitlines()
     own_initial = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "set_initial_values"]
@@ -104,13 +217,9 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
             lines[row] = lines[row].replace("def set_initial_values(", "def generated_initial_values(", 1)
         head, _, rest = initial.partition("\n")
         initial = head + "\n    self.generated_initial_values()\n" + rest
-    added = _methods(skill_part, ("skill_precondition", "skill_termination")) + "\n\n" + initial
+    added = skill_functions + "\n\n" + initial
     insert_at = cls.end_lineno or len(lines)
     body = textwrap.indent(added, "    ")
-    header = (f"# Policy over skills for the \"{task}\" task, seed {seed}.\n"
-              f"# Written by a language model with `python -m scripts.generate_code --task {task} --seed {seed}`,\n"
-              f"# joined with the {label} and the task's initial values by\n"
-              f"# `python -m scripts.combine`. Interface: see rl_baseline/skills/meta_policy.py.\n\n")
     joined = lines[:insert_at] + ["", "    # --- joined by scripts.combine ---", body] + lines[insert_at:]
     if "random." in added and not any(line.strip() == "import random" for line in lines):
         header += "import random  # the task's initial values draw from it\n\n"
@@ -120,10 +229,13 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
 def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
             out_root: str | Path = "rl_baseline/meta_policies", force: bool = False,
             prompt_dir: str | Path | None = None, run_test: bool = True,
-            limits: SandboxLimits | None = None) -> CombineResult:
-    """Builds, checks, tests, writes and loads ``{out_root}/{task}/seed{seed}/execution.py``."""
+            limits: SandboxLimits | None = None, reference: bool = False) -> CombineResult:
+    """Builds, checks, tests, writes and loads ``{out_root}/{task}/seed{seed}/execution.py``.
+
+    ``reference``: from the hand-written reference part (see :func:`build_module`).
+    """
     base = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
-    text = build_module(task, seed, gen_dir, prompt_dir)
+    text = build_module(task, seed, gen_dir, prompt_dir, reference=reference)
     problems = check_source(text, FULL_METHODS)
     if problems:
         raise CombineError(f"combined module for {task} seed {seed} refused by the code check:\n"

@@ -16,7 +16,8 @@ from code_generation.sandbox import FULL_METHODS, PLAYER_CLASS, check_source
 
 logger = logging.getLogger(__name__)
 
-#: The shipped modules (hand-written references, and where ``scripts.combine`` writes).
+#: The shipped modules (``scripts.combine`` output: the hand-written references at seed 42, built with
+#: ``--reference``) and where ``scripts.combine`` writes.
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / "rl_baseline" / "meta_policies"
 
 

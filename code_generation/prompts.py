@@ -6,10 +6,13 @@ Layout (all under the package folder ``code_generation/``):
 * ``skills/{skill}_initiation.txt``, ``skills/{skill}_termination.txt``,
   ``skill_functions_prompt.txt`` (asks for ``skill_precondition`` / ``skill_termination``)
 * ``parts/skill_functions.py``: reference ``skill_precondition`` / ``skill_termination``
-  methods joined by ``scripts.combine`` when a run generated none
+  methods joined by ``scripts.combine`` when a run generated none (their one copy)
 * ``{task}/initial_prompt.txt``, ``check_prompt.txt``, ``rewrite_prompt.txt``,
   ``initial_values.txt`` (the ``set_initial_values`` method), ``reference_check.py`` (the
   task's reference unit test), and for composite tasks ``attributes_prompt.txt``.
+* parts of the shipped modules, read by ``scripts.combine`` (the prompts do not read them):
+  ``{task}/reference_policy.py`` (the hand-written reference policy) and, for the exploration
+  task, ``{task}/skill_functions.py`` (its own ``skill_termination``).
 
 Placeholders are written ``{{name}}`` and replaced verbatim (code contains braces).
 """

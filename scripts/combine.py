@@ -1,7 +1,13 @@
-"""Joins a generated policy over skills with the skill functions and initial values into
+"""Joins a policy over skills with the skill functions and initial values into
 rl_baseline/meta_policies/{task}/seed{N}/execution.py, checks, tests and loads it.
 
-Example: python -m scripts.combine --task gnomish --seed 42
+The policy is the language model's code_generation/{task}/_seed{N}/execution.py, or with
+--reference the hand-written code_generation/{task}/reference_policy.py (how the shipped
+seed-42 modules are built; a test checks that they are exactly this command's output).
+
+Examples:
+  python -m scripts.combine --task gnomish --seed 42
+  python -m scripts.combine --task gnomish --seed 42 --reference --force   # rebuild the shipped reference
 """
 from __future__ import annotations
 
@@ -16,10 +22,15 @@ from common.vocabulary import ALL_TASKS
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", required=True, choices=ALL_TASKS, help="task whose generated code is combined")
-    p.add_argument("--seed", type=int, default=42, help="run number of scripts.generate_code (_seed{N})")
+    p.add_argument("--task", required=True, choices=ALL_TASKS, help="task whose policy is combined")
+    p.add_argument("--seed", type=int, default=42,
+                   help="run number of scripts.generate_code (_seed{N}); the module is written to seed{N}")
+    p.add_argument("--reference", action="store_true",
+                   help="combine the hand-written reference policy ({prompt_dir}/{task}/reference_policy.py) "
+                        "instead of generated code; the module's header says it is hand-written")
     p.add_argument("--gen_dir", default="code_generation",
-                   help="root of the generation outputs ({gen_dir}/{task}/_seed{N}/execution.py)")
+                   help="root of the generation outputs ({gen_dir}/{task}/_seed{N}/execution.py); "
+                        "unused with --reference")
     p.add_argument("--out_root", default="rl_baseline/meta_policies",
                    help="root of the meta-policy modules ({out_root}/{task}/seed{N}/execution.py)")
     p.add_argument("--prompt_dir", default=None, help="folder of the prompt files and parts (default: the package's)")
@@ -34,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         result = combine(args.task, args.seed, gen_dir=args.gen_dir, out_root=args.out_root, force=args.force,
-                         prompt_dir=args.prompt_dir, run_test=not args.skip_test)
+                         prompt_dir=args.prompt_dir, run_test=not args.skip_test, reference=args.reference)
     except (CombineError, MetaPolicyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

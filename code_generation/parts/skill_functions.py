@@ -1,5 +1,8 @@
-# Reference skill functions joined into generated policies by scripts.combine when the
-# generation run produced none (python -m scripts.generate_code --skill_functions).
+# Reference skill functions, the one copy every meta-policy module gets from scripts.combine:
+# generated policies when the generation run produced none (python -m scripts.generate_code
+# --skill_functions), and the hand-written references (scripts.combine --reference). A task
+# whose skill functions differ on purpose overrides them in code_generation/{task}/skill_functions.py
+# (the exploration task: its skill_termination).
 # They expect set_initial_values() to define discoverer_skill_steps,
 # merchant_skill_steps, worshipper_skill_steps, use_merchant and use_worshipper.
 
@@ -26,6 +29,7 @@ def skill_precondition(self, char_ascii_encodings, char_ascii_colors, num_items,
 def skill_termination(self, skill, skill_time, current_depth, previous_depth, preconditions):
     worshipper_ok, merchant_ok = preconditions[0], preconditions[1]
     if skill in ("discoverer", "descender", "ascender"):
+        # an interaction this task wants interrupts the navigation skills
         if (self.use_merchant and merchant_ok) or (self.use_worshipper and worshipper_ok):
             return True
     if skill == "discoverer":

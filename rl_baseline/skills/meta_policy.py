@@ -1,5 +1,12 @@
 """Run-time loader of policy-over-skills modules (``rl_baseline/meta_policies/{task}/seed{N}/execution.py``).
 
+Where the modules come from: ``scripts.combine`` joins a policy part with the skill functions
+and the task's initial values (see :mod:`code_generation.combine`). The policy part is written
+by a language model (``scripts.generate_code``), or, for the shipped ``seed42`` modules, it is
+the hand-written reference ``code_generation/{task}/reference_policy.py`` (``scripts.combine
+--reference``; each such module says in its header that it is hand-written). Any module that
+follows the contract below loads, whoever wrote it: the authors' released modules too.
+
 What the run-time passes (the contract for generated and hand-written modules):
 
 * ``NetHackPlayer(max_depth=-1, branch_depth=-2)`` is built at every episode start
