@@ -17,19 +17,13 @@ import pytest
 
 from common.nethack import blstats as B
 from common.nethack.messages import decode_message, encode_message
-from orchestration.reward_agreement import (
-    AgreementError,
-    agreement_stats,
-    backend_info,
-    collect_rollouts,
-    form_pairs,
-    markdown_table,
-    metrics_val_acc,
-    offline_section,
-    offline_split,
-    pair_scores,
-    select_skill_steps,
-)
+from orchestration.reward_agreement.annotation import backend_info
+from orchestration.reward_agreement.config import AgreementError
+from orchestration.reward_agreement.offline import metrics_val_acc, offline_section, offline_split
+from orchestration.reward_agreement.pairs import form_pairs
+from orchestration.reward_agreement.rollouts import collect_rollouts, select_skill_steps
+from orchestration.reward_agreement.run import markdown_table
+from orchestration.reward_agreement.scoring import agreement_stats, pair_scores
 from rlaif.dataset import STAT_INDEX, load_dataset
 from rlaif.preferences import load_preferences
 from rlaif.reward_model import RewardModelConfig, load_skill_reward
@@ -202,6 +196,17 @@ def test_offline_falls_back_to_metrics_csv_when_the_training_files_are_gone(rewa
         assert offline_section(reward, reward_copy, split, reason)["source"] == "unavailable"
     finally:
         shutil.move(moved, data)
+
+
+def test_a_training_file_saved_relative_to_the_repository_is_found_from_any_folder(tmp_path, monkeypatch):
+    """A checkpoint may record its dataset relative to the repository root; the offline split finds
+    it whatever the working folder (the module's REPO_ROOT is the repository, not its package)."""
+    from orchestration.reward_agreement import offline
+
+    monkeypatch.chdir(tmp_path)
+    assert offline.REPO_ROOT == REPO
+    assert offline._resolve("README.md") == REPO / "README.md"
+    assert offline._resolve("no/such/file.npz") is None
 
 
 def test_the_heuristic_is_labelled_a_stand_in():
