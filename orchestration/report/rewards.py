@@ -1,0 +1,85 @@
+"""Reward models: reading ``reward_metrics/metrics.csv`` (:class:`RewardRun`,
+:func:`find_reward_runs`) and their table of final train and validation accuracy
+(:func:`reward_table`)."""
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from common.vocabulary import SKILLS
+
+from .shared import ReportError, _float, _pct
+
+# the package's logger: log lines keep the name they had before the package was split
+logger = logging.getLogger(__package__)
+
+
+@dataclass
+class RewardRun:
+    experiment: str
+    skill: Optional[str]
+    iterations: list[int]
+    train_acc: list[float]
+    val_acc: list[float]
+    path: Path
+
+    @property
+    def final_val_acc(self) -> float:
+        vals = [v for v in self.val_acc if v == v]
+        return vals[-1] if vals else math.nan
+
+    @property
+    def final_train_acc(self) -> float:
+        vals = [v for v in self.train_acc if v == v]
+        return vals[-1] if vals else math.nan
+
+
+def _skill_of(name: str) -> Optional[str]:
+    for part in name.split("_"):
+        if part in SKILLS:
+            return part
+    return None
+
+
+def load_reward_metrics(path: str | Path) -> RewardRun:
+    path = Path(path)
+    try:
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read reward metrics ({exc})") from exc
+    if rows and not {"iteration", "val_acc"} <= set(rows[0]):
+        raise ReportError(f"{path}: not a reward metrics CSV (needs columns iteration and val_acc)")
+    experiment = path.parent.parent.name
+    return RewardRun(
+        experiment=experiment,
+        skill=_skill_of(experiment),
+        iterations=[int(_float(r.get("iteration"))) if r.get("iteration") else 0 for r in rows],
+        train_acc=[_float(r.get("train_acc")) for r in rows],
+        val_acc=[_float(r.get("val_acc")) for r in rows],
+        path=path,
+    )
+
+
+def find_reward_runs(root: str | Path) -> list[RewardRun]:
+    out = []
+    for path in sorted(Path(root).rglob("reward_metrics/metrics.csv")):
+        try:
+            out.append(load_reward_metrics(path))
+        except ReportError as exc:
+            logger.warning("%s", exc)
+    out.sort(key=lambda r: (SKILLS.index(r.skill) if r.skill in SKILLS else len(SKILLS), r.experiment))
+    return out
+
+
+def reward_table(runs: Sequence[RewardRun]) -> str:
+    lines = ["| reward model | skill | iterations | train acc | val acc (non-tie pairs) |", "|---|---|---|---|---|"]
+    for r in runs:
+        iters = str(r.iterations[-1]) if r.iterations else "0"
+        lines.append(f"| {r.experiment} | {r.skill or '?'} | {iters} | {_pct(r.final_train_acc)} | "
+                     f"{_pct(r.final_val_acc)} |")
+    return "\n".join(lines)

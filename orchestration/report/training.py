@@ -1,0 +1,199 @@
+"""Skill training: the episode statistics of each run read from its tensorboard event files or
+``skill_stats.json`` (:class:`TrainingRun`, :func:`find_training_runs`), the final value of a
+curve (:func:`final_value`) and the training tables (per skill, episode statistics, skill
+measures) with the warning naming runs whose meta-policy raised during training."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from common.vocabulary import SKILLS
+from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
+
+from .shared import _num, _pct
+
+# the package's logger: log lines keep the name they had before the package was split
+logger = logging.getLogger(__package__)
+
+#: tensorboard tag prefixes read from the event files (``len/``: sample-factory's episode length)
+TB_PREFIXES = ("skills/", "intrinsic/", "measures/", "len/")
+EPISODE_LEN_TAG = "len/len"
+#: the "final value" of a curve is the mean of its last points (each already a mean over episodes)
+FINAL_POINTS = 5
+#: episode statistics (not per skill) listed with their final value
+EPISODE_STATS = (("episode length", EPISODE_LEN_TAG), ("intrinsic reward sum", "intrinsic/episode_sum"),
+                 ("skill switches", "skills/switches"), ("skill restarts", "skills/restarts"),
+                 ("max depth", "skills/max_depth"), ("meta-policy errors", "skills/meta_policy_errors"))
+
+
+@dataclass
+class TrainingRun:
+    experiment: str
+    path: Path
+    # tag -> (env steps, values)
+    series: dict[str, tuple[list[int], list[float]]] = field(default_factory=dict)
+    final_env_steps: Optional[int] = None
+
+    def get(self, tag: str) -> tuple[list[int], list[float]]:
+        """The series of an episode statistic: sample-factory's ``tag`` or our observer's
+        ``{tag}_mean`` (the same window mean, logged from the first episode), the longer one."""
+        found = [self.series[t] for t in (tag + "_mean", tag) if t in self.series and self.series[t][0]]
+        return max(found, key=lambda s: len(s[0])) if found else ([], [])
+
+    def skill_series(self, kind: str, skill: str) -> tuple[list[int], list[float]]:
+        """The series of one skill; ``kind`` is a key of :data:`SKILL_TAGS` ("share", "intrinsic", ...)."""
+        return self.get(SKILL_TAGS[kind].format(skill=skill))
+
+    def measure_tags(self) -> list[tuple[str, str]]:
+        """``(skill, measure)`` of every ``measures/{skill}/{measure}`` series, in skill then
+        measure order (:data:`SKILL_MEASURES`; unknown ones after, by name)."""
+        found: set[tuple[str, str]] = set()
+        for tag in self.series:
+            parts = tag.split("/")
+            if len(parts) != 3 or parts[0] != "measures":
+                continue
+            skill, measure = parts[1], parts[2]
+            base = measure[:-len("_mean")] if measure.endswith("_mean") else None
+            if base and (base in SKILL_MEASURES.get(skill, ()) or f"measures/{skill}/{base}" in self.series):
+                measure = base  # our observer's twin of sample-factory's tag
+            found.add((skill, measure))
+
+        def order(item: tuple[str, str]) -> tuple:
+            skill, measure = item
+            known = SKILL_MEASURES.get(skill, ())
+            return (SKILLS.index(skill) if skill in SKILLS else len(SKILLS), skill,
+                    known.index(measure) if measure in known else len(known), measure)
+
+        return sorted(found, key=order)
+
+
+#: tensorboard tag of each per-skill statistic of the runtime's episode_extra_stats
+SKILL_TAGS = {
+    "share": "skills/{skill}_share",
+    "activations": "skills/{skill}_activations",
+    "success": "skills/{skill}_success",
+    "intrinsic": "intrinsic/{skill}_mean",
+    "return": "intrinsic/{skill}_return",
+    "nonzero": "intrinsic/{skill}_nonzero_frac",
+}
+
+
+def final_value(values: Sequence[float], points: int = FINAL_POINTS) -> float:
+    """Mean of the last ``points`` finite values (NaN when there are none)."""
+    finite = [v for v in values if v == v and not math.isinf(v)]
+    tail = finite[-points:]
+    return sum(tail) / len(tail) if tail else math.nan
+
+
+def read_tensorboard_scalars(folder: str | Path, prefixes: Sequence[str] = TB_PREFIXES) -> dict:
+    """Scalars whose tag starts with one of ``prefixes`` from every event file below ``folder``."""
+    try:
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    except ImportError:  # tensorboard comes with sample-factory; without it only skill_stats.json is read
+        logger.warning("tensorboard is not installed: reading skill_stats.json only")
+        return {}
+    out: dict[str, dict[int, float]] = {}
+    for path in sorted(Path(folder).rglob("events.out.tfevents.*")):
+        try:
+            for event in EventFileLoader(str(path)).Load():
+                if not event.HasField("summary"):
+                    continue
+                for value in event.summary.value:
+                    if not value.tag.startswith(tuple(prefixes)):
+                        continue
+                    if value.HasField("simple_value"):
+                        number = float(value.simple_value)
+                    elif value.HasField("tensor") and value.tensor.float_val:
+                        number = float(value.tensor.float_val[0])
+                    else:
+                        continue
+                    out.setdefault(value.tag, {})[int(event.step)] = number
+        except Exception as exc:  # a truncated file from a killed run: keep what was read
+            logger.warning("%s: stopped reading (%s)", path, exc)
+    return {tag: (sorted(v), [v[s] for s in sorted(v)]) for tag, v in out.items()}
+
+
+def find_training_runs(root: str | Path) -> list[TrainingRun]:
+    """Experiments below ``root`` with tensorboard summaries or a ``skill_stats.json``."""
+    root = Path(root)
+    folders = {p.parent for p in root.rglob("skill_stats.json")}
+    folders |= {p.parent for p in root.rglob(".summary") if p.is_dir()}
+    runs = []
+    for folder in sorted(folders):
+        run = TrainingRun(folder.name, folder)
+        summary = folder / ".summary"
+        if summary.is_dir():
+            run.series = read_tensorboard_scalars(summary)
+        stats_path = folder / "skill_stats.json"
+        if stats_path.is_file():
+            try:
+                stats = json.loads(stats_path.read_text())
+                step = int(stats.get("env_steps", 0))
+                run.final_env_steps = step
+                for tag, value in (stats.get("means") or {}).items():
+                    if tag not in run.series:
+                        run.series[tag] = ([step], [float(value)])
+            except (OSError, ValueError, TypeError, AttributeError) as exc:
+                logger.warning("%s: cannot read (%s)", stats_path, exc)
+        runs.append(run)
+    return runs
+
+
+def training_table(runs: Sequence[TrainingRun]) -> str:
+    lines = ["| experiment | skill | last share of steps | last mean intrinsic reward | "
+             "intrinsic return per episode (final) | steps with non-zero intrinsic reward (final) |",
+             "|---|---|---|---|---|---|"]
+    for run in runs:
+        for skill in SKILLS:
+            _, share = run.skill_series("share", skill)
+            _, intr = run.skill_series("intrinsic", skill)
+            if not share and not intr:
+                continue
+            _, ret = run.skill_series("return", skill)
+            _, nonzero = run.skill_series("nonzero", skill)
+            lines.append(f"| {run.experiment} | {skill} | {_pct(share[-1]) if share else 'n/a'} | "
+                         f"{f'{intr[-1]:.4f}' if intr else 'n/a'} | {_num(final_value(ret))} | "
+                         f"{_pct(final_value(nonzero))} |")
+    return "\n".join(lines)
+
+
+def measures_table(runs: Sequence[TrainingRun]) -> Optional[str]:
+    """Final value (mean of the last :data:`FINAL_POINTS` points) of every ``measures/`` tag;
+    None when no run logged one."""
+    rows = []
+    for run in runs:
+        for skill, measure in run.measure_tags():
+            steps, values = run.get(f"measures/{skill}/{measure}")
+            main = " (main)" if MAIN_MEASURE.get(skill) == measure else ""
+            rows.append(f"| {run.experiment} | {skill} | {measure}{main} | {_num(final_value(values))} | "
+                        f"{len(values)} | {steps[-1] if steps else 'n/a'} |")
+    if not rows:
+        return None
+    return "\n".join([f"| experiment | skill | measure | final value (mean of last {FINAL_POINTS} points) | "
+                      "points | last env step |", "|---|---|---|---|---|---|"] + rows)
+
+
+def episode_stats_table(runs: Sequence[TrainingRun]) -> Optional[str]:
+    """Final value of the episode statistics (length, switches, meta-policy errors, ...)."""
+    rows = []
+    for run in runs:
+        cells = [_num(final_value(run.get(tag)[1])) for _, tag in EPISODE_STATS]
+        if any(c != "n/a" for c in cells):
+            rows.append("| " + " | ".join([run.experiment] + cells) + " |")
+    if not rows:
+        return None
+    head = ["experiment"] + [name for name, _ in EPISODE_STATS]
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"] + rows)
+
+
+def training_error_warning(runs: Sequence[TrainingRun]) -> Optional[str]:
+    """A line naming the runs in which the meta-policy raised during training (None when none)."""
+    bad = [run.experiment for run in runs if any(v > 0 for v in run.get("skills/meta_policy_errors")[1])]
+    if not bad:
+        return None
+    return ("**Warning:** the generated meta-policy raised exceptions during skill training of "
+            + ", ".join(bad) + " (skills/meta_policy_errors > 0).")
