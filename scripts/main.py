@@ -37,7 +37,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
+
+if __package__ in (None, ""):  # run as a file (python scripts/main.py, ONI's spelling): the project on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 logger = logging.getLogger("scripts.main")
 

@@ -1,5 +1,5 @@
-"""Every `python -m scripts.X ...` command shown in README.md parses with that script's own parser,
-so the documentation cannot drift from the flags the scripts take."""
+"""Every `python -m scripts.X ...` (or `python scripts/X.py ...`) command shown in README.md parses with
+that script's own parser, so the documentation cannot drift from the flags the scripts take."""
 from __future__ import annotations
 
 import re
@@ -22,6 +22,9 @@ def readme_commands() -> list[list[str]]:
             argv = shlex.split(line, comments=True)
             if argv[:2] == ["python", "-m"] and argv[2].startswith("scripts."):
                 commands.append(argv)
+            elif len(argv) > 1 and argv[0] == "python" and re.fullmatch(r"scripts/\w+\.py", argv[1]):
+                # `python scripts/main.py ...` (ONI's spelling) runs the same module
+                commands.append(["python", "-m", argv[1][:-3].replace("/", ".")] + argv[2:])
     return commands
 
 

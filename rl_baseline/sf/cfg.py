@@ -22,6 +22,9 @@ release flag                  here
 ``--eval_target none``        no meta-policy: one skill for the whole episode
 ``--code_seed -1``            same as ``--eval_target none`` for the meta-policy
 ``5_000_000_000``             integer flags accept Python's digit separators
+``--wandb True``              ONI's spelling of ``--with_wandb`` (``--wandb_entity``:
+                              ``--wandb_user``, ``--wandb_proj``: ``--wandb_project``); the
+                              run is started by :mod:`rl_baseline.sf.wandb_run`
 ============================  =====================================================
 
 Resolution, once per entry point (:func:`resolve_cfg`, :func:`resolve_experiment_cfg`):
@@ -84,6 +87,20 @@ ROOT_ENVS = (
     "NetHackOracleContinual-v1",
     "NetHackOracleSoberContinual-v1",
 )
+ONI_ENVS = (
+    "NetHackScoreExtendedActions-v1",
+    "NetHackOracleExtendedActions-v1",
+    "NetHackStaircaseLvl3ExtendedActions-v1",
+    "NetHackStaircaseLvl4ExtendedActions-v1",
+)
+ROOT_ENVS = ROOT_ENVS + ONI_ENVS
+LLM_REWARD_TYPES = ("motif", "online_cls", "online_cls_reward_model", "online_motif", "cosine-bow", "none")
+ONLINE_REWARD_TYPES = ("online_cls", "online_cls_reward_model", "online_motif", "cosine-bow")
+ONI_MODEL = "Meta-Llama-3.1-8B-Instruct"  # ONI's README model, under the name its server gives it
+GOAL_KEYS = ("defaultgoal", "zeroknowledge", "combat", "gold", "stairs")
+WANDB_SPELLINGS = {"--wandb": "--with_wandb", "--wandb_entity": "--wandb_user", "--wandb_proj": "--wandb_project"}
+# (--with_wandb is sample-factory's flag; the run is started by rl_baseline.sf.wandb_run, not by sample-factory)
+ONI_DIR = "oni"  # under {train_dir}/{experiment}: the online labels, networks and statistics
 NO_TASK = "none"
 DEFAULT_QUANTILES = "[0.95,0.85,0.85,0.85,0.85]"  # paper: 95th for the discoverer, 85th for the others
 
@@ -131,9 +148,9 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reward_dir", type=str, default="[]",
                    help="reward model directories, one per skill in skill order, as a list literal "
                         "(\"['train_dir/skill_rewards/llama3_discoverer_default', ...]\") or a single directory")
-    g.add_argument("--extrinsic_reward", type=float, default=0.0,
+    g.add_argument("--extrinsic_reward", "--extrinsic_reward_coeff", dest="extrinsic_reward", type=float, default=0.0,
                    help="coefficient of the game (or task) reward in the training reward")
-    g.add_argument("--llm_reward", type=float, default=0.1,
+    g.add_argument("--llm_reward", "--llm_reward_coeff", dest="llm_reward", type=float, default=0.1,
                    help="coefficient of the intrinsic reward from the skills' reward models")
     g.add_argument("--beta_count_exponent", type=float, default=3.0,
                    help="intrinsic reward is divided by count(message in episode) ** beta")
@@ -147,7 +164,8 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--num_skills", type=int, default=None,
                    help=f"number of skills (first N of {', '.join(SKILLS)}); default {NUM_SKILLS} for the "
                         f"skill env, 1 for {MOTIF_ENV}")
-    g.add_argument("--max_episode_steps", type=int, default=10000, help="episode step limit")
+    g.add_argument("--max_episode_steps", type=int, default=None,
+                   help="episode step limit (default 10,000; 5,000 for ONI's ExtendedActions environments)")
     g.add_argument("--code_seed", type=int, default=42,
                    help="meta-policy variant: rl_baseline/meta_policies/{task}/seed{code_seed}; -1 means none")
     g.add_argument("--meta_policy_root", type=str, default=None,
@@ -189,6 +207,28 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--save_every_steps", type=int, default=0,
                    help="also save a checkpoint every this many env steps (0: only sample-factory's "
                         "--save_every_sec timer)")
+    # online intrinsic rewards (ONI)
+    o = p.add_argument_group("online intrinsic rewards (ONI)")
+    o.add_argument("--llm_reward_type", type=str, default=None, choices=LLM_REWARD_TYPES,
+                   help="where the intrinsic reward comes from: motif (offline reward models, --reward_dir), "
+                        "online_cls (ONI-Retrieval: an LLM server labels each new message), online_cls_reward_model "
+                        "(ONI-Classification: a classifier trained online on those labels), online_motif (ONI-Ranking: "
+                        "a Bradley-Terry model trained online on LLM preferences between messages), cosine-bow "
+                        "(ELLM-BoW: word overlap with LLM-proposed goals) or none (game reward only); default: motif "
+                        "when --reward_dir is given")
+    o.add_argument("--llm_model", type=str, default=ONI_MODEL, help="the served model's name (as /v1/models lists it)")
+    o.add_argument("--llm_server_addr", type=str, default=None,
+                   help="host of the OpenAI-compatible LLM server (or a URL); needed by the online reward types")
+    o.add_argument("--llm_server_port", type=int, default=9001, help="its port (9001, as ONI's launcher)")
+    o.add_argument("--llm_server_wait_s", type=float, default=600.0,
+                   help="seconds training waits at start for the server to serve --llm_model, then exits (status 2)")
+    o.add_argument("--llm_batch_size", type=int, default=100, help="messages (or pairs) per round of requests")
+    o.add_argument("--goal_key", type=str, default="defaultgoal", choices=GOAL_KEYS,
+                   help="the goal the LLM judges progress against (the skill environment uses each skill's description)")
+    o.add_argument("--classification_threshold", type=float, default=0.5,
+                   help="online_cls_reward_model: reward 1 when p(progress) exceeds this")
+    o.add_argument("--reward_model_lr", type=float, default=1e-4, help="online reward network: Adam learning rate")
+    o.add_argument("--reward_model_batch_size", type=int, default=256, help="online reward network: batch size")
     # model
     g.add_argument("--encoder_arch", type=str, default="project", choices=("project", "release"),
                    help="policy encoder layout: project (this repository's CDGPT5 encoder) or release (the "
@@ -214,6 +254,8 @@ def _translate_argv(argv: Sequence[str]) -> list[str]:
                 i += 1
             else:
                 out.append(a)
+        elif key in WANDB_SPELLINGS:  # ONI's names of sample-factory's Weights & Biases flags
+            out.append(WANDB_SPELLINGS[key] + (eq + val if eq else ""))
         elif key == "--device":
             v = val if eq else (args[i + 1] if i + 1 < len(args) else "")
             v = {"cuda": "gpu", "gpu": "gpu", "cpu": "cpu"}.get(v.split(":")[0].lower(), v)
@@ -224,7 +266,9 @@ def _translate_argv(argv: Sequence[str]) -> list[str]:
             out.append(a)
         i += 1
     if not has_env:
-        out = ["--env", SKILL_ENV] + out
+        # a single-task root environment (Motif, ONI) without --env: the single-reward environment
+        has_root = any(a == "--root_env" or a.startswith("--root_env=") for a in args)
+        out = ["--env", MOTIF_ENV if has_root else SKILL_ENV] + out
     return out
 
 
@@ -354,7 +398,24 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
         cfg.obs_scale = 1.0
     if cfg.num_skills is None:
         cfg.num_skills = NUM_SKILLS if cfg.env == SKILL_ENV else 1
+    oni_env = cfg.env == MOTIF_ENV and cfg.root_env in ONI_ENVS
+    if cfg.max_episode_steps is None:
+        cfg.max_episode_steps = 5000 if oni_env else 10000  # ONI's environments keep NLE's limit
     cfg.eval_skill = getattr(cfg, "eval_skill", NO_TASK) or NO_TASK
+    reward_type = getattr(cfg, "llm_reward_type", None)
+    explicit = getattr(cfg, "cli_args", None) or {}
+    if reward_type in ONLINE_REWARD_TYPES:
+        cfg.online_store_dir = os.path.join(cfg.train_dir, cfg.experiment, ONI_DIR)
+        if oni_env and "msg_max_keys" not in explicit:
+            cfg.msg_max_keys = -1  # ONI counts a message over the whole episode
+        # ELLM-BoW's similarity threshold is ONI's --eps_threshold_quantile (-0.5 by default)
+        cfg.bow_threshold = (float(parse_list_flag(cfg.eps_threshold_quantile, "--eps_threshold_quantile")[0])
+                             if "eps_threshold_quantile" in explicit else -0.5)
+    else:
+        cfg.online_store_dir = None
+    if reward_type in ONLINE_REWARD_TYPES or reward_type == "none":
+        cfg.reward_dirs, cfg.threshold_quantiles = [], []
+        return cfg
     cfg.reward_dirs = parse_reward_dirs(cfg.reward_dir)
     cfg.threshold_quantiles = parse_quantiles(cfg.eps_threshold_quantile, cfg.num_skills)
     if cfg.eps_threshold_quantile == DEFAULT_QUANTILES:
@@ -445,6 +506,24 @@ def check_flags(cfg: argparse.Namespace) -> None:
         check_msg_max_keys(cfg.msg_max_keys)
     except RewardConfigError as exc:
         raise ConfigError(str(exc)) from exc
+    reward_type = getattr(cfg, "llm_reward_type", None)
+    if reward_type == "none" and cfg.llm_reward != 0.0:
+        raise ConfigError(f"--llm_reward_type none gives no intrinsic reward: pass --llm_reward_coeff 0, not {cfg.llm_reward}")
+    if reward_type in ONLINE_REWARD_TYPES:
+        if cfg.llm_reward == 0.0:
+            raise ConfigError(f"--llm_reward_type {reward_type} with --llm_reward_coeff 0 gives no intrinsic reward; "
+                              "use --llm_reward_type none for the game reward alone")
+        if not cfg.evaluation and not getattr(cfg, "llm_server_addr", None):
+            raise ConfigError(f"--llm_reward_type {reward_type} labels messages with an LLM server: pass "
+                              "--llm_server_addr HOST (and --llm_server_port, default 9001); start one with "
+                              "scripts/launch_llm_server.sh")
+        for name in ("llm_batch_size", "reward_model_batch_size"):
+            if int(getattr(cfg, name)) < 1:
+                raise ConfigError(f"--{name} must be at least 1, got {getattr(cfg, name)}")
+        if not 0.0 <= float(cfg.classification_threshold) <= 1.0:
+            raise ConfigError(f"--classification_threshold {cfg.classification_threshold}: a probability in [0, 1]")
+    if int(cfg.max_episode_steps) < 1:
+        raise ConfigError(f"--max_episode_steps must be at least 1, got {cfg.max_episode_steps}")
 
 
 def check_files(cfg: Any) -> list[float]:
@@ -453,6 +532,8 @@ def check_files(cfg: Any) -> list[float]:
     from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models
 
     thresholds: list[float] = []
+    if getattr(cfg, "llm_reward_type", None) in ONLINE_REWARD_TYPES + ("none",):
+        return thresholds  # no reward model on disk: the labels come online, or there is no intrinsic reward
     if cfg.llm_reward != 0.0 or cfg.reward_dirs:
         if not cfg.reward_dirs:
             raise ConfigError(f"--llm_reward is {cfg.llm_reward} but --reward_dir lists no reward model")
@@ -597,6 +678,14 @@ class SkillEnvConfig:
     # and the dungeon level episodes start on (reached by wizard-mode level teleport when > 1)
     forced_skill: Optional[str] = None
     start_depth: int = 1
+    # online intrinsic rewards (ONI): the annotator's folder and what the environment reads from it
+    online_reward_type: Optional[str] = None
+    online_store_dir: Optional[str] = None
+    online_goals: tuple[str, ...] = ()
+    classification_threshold: float = 0.5
+    bow_threshold: float = -0.5
+    # ONI's environments clip the game reward to [-10, 10] before its coefficient (sample-factory 1's reward_clip)
+    game_reward_clip: Optional[float] = None
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "SkillEnvConfig":
@@ -617,4 +706,22 @@ class SkillEnvConfig:
             game_reward_scale=float(getattr(cfg, "game_reward_scale", 1.0)),
             forced_skill=forced_skill(cfg),
             start_depth=eval_start_depth(cfg),
+            online_reward_type=cfg.llm_reward_type if getattr(cfg, "online_store_dir", None) else None,
+            online_store_dir=getattr(cfg, "online_store_dir", None),
+            online_goals=online_goals(cfg),
+            classification_threshold=float(getattr(cfg, "classification_threshold", 0.5)),
+            bow_threshold=float(getattr(cfg, "bow_threshold", -0.5)),
+            game_reward_clip=10.0 if cfg.env == MOTIF_ENV and cfg.root_env in ONI_ENVS else None,
         )
+
+
+def online_goals(cfg: Any) -> tuple[str, ...]:
+    """The goal sentence per skill index the online annotator judges against: each skill's
+    description in the skill environment, the goal key's sentence otherwise."""
+    if not getattr(cfg, "online_store_dir", None):
+        return ()
+    from rl_baseline.online.prompts import goal_text
+
+    if cfg.env == SKILL_ENV:
+        return tuple(goal_text(skill=s) for s in SKILLS[: int(cfg.num_skills)])
+    return (goal_text(goal_key=getattr(cfg, "goal_key", "defaultgoal")),)

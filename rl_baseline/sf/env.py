@@ -27,7 +27,7 @@ import numpy as np
 
 from common.nethack import blstats as B
 from rl_baseline.sf.cfg import MOTIF_ENV, SKILL_ENV, SkillEnvConfig
-from rl_baseline.skills.intrinsic_reward import build_intrinsic_reward
+from rl_baseline.skills.intrinsic_reward import IntrinsicReward, build_intrinsic_reward
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
 
 logger = logging.getLogger(__name__)
@@ -130,18 +130,37 @@ class StartDepth(gym.Wrapper):
 
 def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) -> SkillRuntime:
     """One skill environment (also used by evaluation and the benchmark, outside sample-factory)."""
+    from rl_baseline.sf.cfg import ONI_ENVS
+
+    oni = config.env == MOTIF_ENV and config.root_env in ONI_ENVS
     if base_env is not None:
         env = base_env
+    elif oni:
+        from rl_baseline.envs.oni_env import make_oni_env
+
+        env = make_oni_env(config.root_env, config.max_episode_steps)  # the task's reward is the env's own
     elif config.start_depth > 1:
         env = StartDepth(make_base_env(config.max_episode_steps, wizard=True, final_death=True), config.start_depth)
     else:
         env = make_base_env(config.max_episode_steps)
-    if config.env == MOTIF_ENV:
+    if config.env == MOTIF_ENV and not oni:
         env = MotifTaskReward(env, config.root_env)
-    reward = build_intrinsic_reward(
-        config.reward_dirs, config.quantiles, config.beta, config.llm_reward,
-        config.extrinsic_reward * config.game_reward_scale, msg_max_keys=config.msg_max_keys,
-    )
+    reward: IntrinsicReward
+    if config.online_reward_type is not None:
+        from rl_baseline.online.rewards import OnlineReward, OnlineRewardConfig
+
+        reward = OnlineReward(
+            OnlineRewardConfig(str(config.online_store_dir), config.online_reward_type, tuple(config.online_goals),
+                               config.classification_threshold, config.bow_threshold),
+            beta=config.beta, llm_coef=config.llm_reward,
+            extrinsic_coef=config.extrinsic_reward * config.game_reward_scale, msg_max_keys=config.msg_max_keys,
+        )
+    else:
+        reward = build_intrinsic_reward(
+            config.reward_dirs, config.quantiles, config.beta, config.llm_reward,
+            config.extrinsic_reward * config.game_reward_scale, msg_max_keys=config.msg_max_keys,
+        )
+    reward.game_reward_clip = config.game_reward_clip
     if config.forced_skill is not None:
         factory = functools.partial(SingleSkillPolicy, config.forced_skill)
     elif config.task is not None:

@@ -12,6 +12,9 @@ This is ``sample_factory.train.run_rl`` with two observers attached to the runne
 * the learner is :class:`rl_baseline.sf.learner.MaestroLearner`: checkpoints readable by
   torch's safe loader, resume from the newest readable checkpoint (:func:`check_resume`
   says which before workers start, or stops with the files named);
+* with an online reward type (ONI), an annotator process labels the agent's messages with an
+  LLM server during training (:func:`start_online_annotation`, :mod:`rl_baseline.online`) and
+  :class:`OnlineStatsObserver` logs its statistics under ``oni/...``;
 * :class:`SkillStatsObserver` writes per-skill means of the episode statistics
   (``skills/...``, ``intrinsic/...`` and ``measures/...`` keys of ``episode_extra_stats``)
   to tensorboard as soon as there are any (sample-factory's own summaries wait for
@@ -30,6 +33,7 @@ import numpy as np
 
 from common.atomic_io import atomic_write_json
 from rl_baseline.sf.cfg import require_resolved
+from rl_baseline.sf.wandb_run import finish_wandb, remember_run, start_wandb
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +108,69 @@ class SkillStatsObserver(_observer_base()):  # type: ignore[misc]
             # the guard keeps training going, but skills chosen after an error are the fallback's
             logger.warning("the meta-policy raised %.2f exceptions per episode (mean of the last episodes); "
                            "the first ones are in the rollout workers' log with their tracebacks", errors)
+
+
+class OnlineStatsObserver(_observer_base()):  # type: ignore[misc]
+    """The online annotator's statistics (``oni/stats.json``) as tensorboard scalars ``oni/...``."""
+
+    KEYS = ("labels", "labels_per_s", "queue_length", "latency_s", "outages", "outage_seconds", "malformed",
+            "given_up", "dropped", "requests", "failed_requests", "model_updates", "model_loss", "model_accuracy")
+
+    def __init__(self, store_dir: str, annotator: Any = None) -> None:
+        self.store_dir = store_dir
+        self.annotator = annotator
+        self.warned_dead = False
+
+    def extra_summaries(self, runner: Any, policy_id: int, writer: Any, env_steps: Any) -> None:
+        from rl_baseline.online.store import read_stats
+
+        if isinstance(writer, (int, np.integer)):
+            writer, env_steps = env_steps, writer
+        if policy_id != 0:
+            return
+        if self.annotator is not None and not self.annotator.alive() and not self.warned_dead:
+            self.warned_dead = True
+            logger.error("the online annotator process exited (code %s): no new labels; training goes on",
+                         self.annotator.process.exitcode)
+        stats = read_stats(self.store_dir)
+        if not stats:
+            return
+        for key in self.KEYS:
+            value = stats.get(key)
+            if isinstance(value, (int, float)) and math.isfinite(float(value)):
+                writer.add_scalar(f"oni/{key}", float(value), env_steps)
+        writer.add_scalar("oni/server_up", float(bool(stats.get("server_up", True))), env_steps)
+        for label, share in (stats.get("label_shares") or {}).items():
+            writer.add_scalar(f"oni/label_share_{label}", float(share), env_steps)
+
+def log_online_summary(store_dir: str) -> None:
+    """The annotator's final statistics, in one line of the training log."""
+    from rl_baseline.online.store import read_stats
+
+    stats = read_stats(store_dir) or {}
+    logger.info("online annotation: %s labels (%s this run), %s outage(s) over %s s, %s malformed answer(s), "
+                "%s item(s) given up, %s waiting", stats.get("labels", 0), stats.get("labels_this_run", 0),
+                stats.get("outages", 0), stats.get("outage_seconds", 0), stats.get("malformed", 0),
+                stats.get("given_up", 0), stats.get("queue_length", 0))
+
+
+def start_online_annotation(cfg: Any) -> Any:
+    """Waits for the LLM server (:class:`ConfigError` when it does not come), then starts the
+    annotator process of ``--llm_reward_type`` (:mod:`rl_baseline.online`)."""
+    from rl_baseline.online.annotator import AnnotatorConfig
+    from rl_baseline.online.service import AnnotatorProcess, ServerError, server_url, wait_for_server
+    from rl_baseline.sf.cfg import ConfigError, online_goals
+
+    url = server_url(cfg.llm_server_addr, cfg.llm_server_port)
+    try:
+        wait_for_server(url, cfg.llm_model, float(cfg.llm_server_wait_s))
+    except ServerError as exc:
+        raise ConfigError(str(exc)) from exc
+    config = AnnotatorConfig(
+        store_dir=cfg.online_store_dir, reward_type=cfg.llm_reward_type, server_url=url, model=cfg.llm_model,
+        goals=online_goals(cfg), batch_size=int(cfg.llm_batch_size), reward_model_lr=float(cfg.reward_model_lr),
+        reward_model_batch_size=int(cfg.reward_model_batch_size), seed=int(cfg.seed or 0))
+    return AnnotatorProcess(config).start()
 
 
 def _runner_processes(runner: Any) -> list:
@@ -229,6 +296,12 @@ def check_resume(cfg: Any) -> None:
         logger.info("resuming from %s at %d env steps", loaded.path, loaded.env_steps)
 
 
+def _without_sf_wandb(cfg: Any) -> Any:
+    """sample-factory's runner must not start wandb itself (see :mod:`rl_baseline.sf.wandb_run`)."""
+    cfg.with_wandb = False
+    return cfg
+
+
 def train(cfg: Any) -> int:
     """Runs sample-factory training on a finished configuration (:func:`rl_baseline.sf.cfg.resolve_cfg`);
     returns its status code."""
@@ -242,14 +315,25 @@ def train(cfg: Any) -> int:
     check_resume(cfg)
     register_envs()
     probe_env(cfg)
-    runner = (MaestroSerialRunner if cfg.serial_mode else MaestroParallelRunner)(cfg)
-    runner.register_observer(StepCheckpointer(cfg.save_every_steps))
-    runner.register_observer(SkillStatsObserver(experiment_dir(cfg=cfg)))
-    watchdog = ProcessWatchdog()
-    runner.register_observer(watchdog)
-    status = runner.init()
-    if status == ExperimentStatus.SUCCESS:
-        status = runner.run()
+    annotator = start_online_annotation(cfg) if getattr(cfg, "online_store_dir", None) else None
+    wandb_run = start_wandb(cfg)  # before sample-factory's tensorboard writers exist, so they are mirrored
+    try:
+        runner = (MaestroSerialRunner if cfg.serial_mode else MaestroParallelRunner)(_without_sf_wandb(cfg))
+        remember_run(cfg, wandb_run)
+        runner.register_observer(StepCheckpointer(cfg.save_every_steps))
+        runner.register_observer(SkillStatsObserver(experiment_dir(cfg=cfg)))
+        if annotator is not None:
+            runner.register_observer(OnlineStatsObserver(cfg.online_store_dir, annotator))
+        watchdog = ProcessWatchdog()
+        runner.register_observer(watchdog)
+        status = runner.init()
+        if status == ExperimentStatus.SUCCESS:
+            status = runner.run()
+    finally:
+        if annotator is not None:
+            annotator.stop()
+            log_online_summary(cfg.online_store_dir)
+        finish_wandb(wandb_run)
     if watchdog.dead:
         status = ExperimentStatus.FAILURE
     if status != ExperimentStatus.SUCCESS:

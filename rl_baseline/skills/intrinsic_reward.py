@@ -202,8 +202,14 @@ class IntrinsicReward:
             return 0.0
         return value / (count**self.beta)
 
+    #: clip of the game reward before its coefficient (ONI's environments: 10, sample-factory 1's reward_clip)
+    game_reward_clip: float | None = None
+
     def combine(self, game_reward: float, intrinsic: float) -> float:
-        return self.extrinsic_coef * float(game_reward) + self.llm_coef * float(intrinsic)
+        game = float(game_reward)
+        if self.game_reward_clip is not None:
+            game = max(-self.game_reward_clip, min(self.game_reward_clip, game))
+        return self.extrinsic_coef * game + self.llm_coef * float(intrinsic)
 
 
 def build_intrinsic_reward(
