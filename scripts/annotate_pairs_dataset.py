@@ -17,7 +17,8 @@ labels still go under Motif's file name, and ``annotation_state/{annotator}.meta
 backend), or ``--backend openai --base-url http://HOST:8000/v1`` against a served model.
 
 Motif's README spells the module ``scripts.annotate_pairs_dataset.py``; Python's ``-m`` then looks
-for a submodule named ``py`` and stops with "No module named ...", writing nothing. Drop the ``.py``.
+for a submodule named ``py`` and stops (exit status 1, "Try using 'scripts.annotate_pairs_dataset'"), writing
+nothing: this module does no work when imported. Drop the ``.py``.
 """
 from __future__ import annotations
 
