@@ -338,6 +338,22 @@ def test_two_chunks_equal_one_run_and_merge_only_when_both_are_done(tmp_path):
     assert bad.returncode == 1 and "--chunk_number 2 is out of range" in bad.stderr
 
 
+def test_motifs_score_and_return_annotators(tmp_path):
+    out = motif_dataset(tmp_path, 4)
+    np.save(out / "info" / "score.npy", np.array([[5, 3], [1, 9], [4, 4], [0, 2]], np.int64))
+    np.save(out / "data" / "rewards.npy", np.array([[[1.0], [0.0]], [[0.5], [0.5]], [[0.0], [2.0]], [[3.0], [1.0]]]))
+    for kind, expected in (("score", [FIRST, SECOND, TIE, SECOND]), ("return", [FIRST, TIE, SECOND, FIRST])):
+        proc = run("scripts.annotate_pairs_dataset", ["--directory", "motif_dataset", "--annotator-type", kind], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        labels = np.load(out / "preference" / f"{kind}.npy")
+        assert labels.dtype == np.int8 and labels.tolist() == expected
+    (out / "info" / "score.npy").unlink()
+    missing = run("scripts.annotate_pairs_dataset", ["--directory", "motif_dataset", "--annotator-type", "score",
+                                                     "--custom-annotator-string", "s2"], tmp_path)
+    assert missing.returncode == 1 and "info/score.npy" in missing.stderr
+    assert not (out / "preference" / "s2.npy").exists()
+
+
 class _CountingBackend:
     """Answers "2" to everything and remembers the prompts it got."""
 
