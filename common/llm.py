@@ -25,7 +25,7 @@ Backends:
   (its rules read annotation prompts; importing any ``rlaif`` module registers it).
 
 The model ids of the paper's two models live here once: :data:`ANNOTATOR_MODEL` (annotation)
-and :data:`CODER_MODEL` (code generation).
+and :data:`CODER_MODEL` (code generation); Motif's Llama 2 annotators in :data:`MOTIF_ANNOTATOR_MODELS`.
 
 One module on purpose (about 500 lines): it is the one client, and each backend is a short class
 behind the same two methods; splitting them would scatter what a reader compares.
@@ -53,6 +53,8 @@ BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "heuristic"
 ANNOTATOR_MODEL = "meta-llama/Llama-3.1-70B-Instruct"
 CODER_MODEL = "meta-llama/Llama-3.1-405B-Instruct"
 DEFAULT_MODEL = ANNOTATOR_MODEL
+#: Motif's annotators (``scripts.annotate_pairs_dataset --llm-size``): the chat versions of Llama 2
+MOTIF_ANNOTATOR_MODELS: dict[int, str] = {size: f"meta-llama/Llama-2-{size}b-chat-hf" for size in (7, 13, 70)}
 
 
 class BackendError(RuntimeError):

@@ -1,13 +1,24 @@
 """Phase 1a: annotate observation pairs with preferences from an LLM (the Motif method).
 
-Pair ``k`` of ``{directory}/{goal_key}.{npz,pkl}`` is samples ``2k`` and ``2k+1``. Each
-pair is captioned (:mod:`rlaif.captions`), put into the skill's judge prompt
-(:mod:`rlaif.prompts`), sent to a backend (:mod:`common.llm`), and the reply is
-parsed into a preference code (0 first, 1 second, 2 tie/neither, 3 unknown). A reply
-without a parseable answer gets one retry prompt; if that fails too the pair stays 3.
+Two dataset layouts (:mod:`rlaif.pair_sources`):
+
+* ``layout="observations"`` (``scripts.annotate_pairs``): pair ``k`` of
+  ``{directory}/{goal_key}.{npz,pkl}`` is samples ``2k`` and ``2k+1``, captioned by
+  :mod:`rlaif.captions` and put into the skill's judge prompt (:mod:`rlaif.prompts`);
+* ``layout="motif"`` (``scripts.annotate_pairs_dataset``): Motif's layout, ``{directory}/data/...``
+  (:mod:`rlaif.motif_dataset`), each member described by its messages and put into Motif's prompt
+  of ``prompt_version`` and ``goal_key`` (:mod:`rlaif.motif_prompts`). As in Motif, a pair whose two
+  descriptions are the same text is a tie without asking the judge. The final file is int8, as
+  Motif writes it, and the chunk files and metadata below live in ``state_dir`` (not in
+  ``preference/``, whose every ``.npy`` Motif's own loader would read as an annotator).
+
+Each prompt goes to a backend (:mod:`common.llm`), and the reply is parsed into a preference
+code (0 first, 1 second, 2 tie/neither, 3 unknown). A reply without a parseable answer gets one
+retry prompt; if that fails too the pair stays 3.
 
 Chunks (for slurm arrays and parallel servers): with ``n_chunks = n``, chunk ``i`` owns
-pairs ``[i*P//n, (i+1)*P//n)`` and writes only its own files in ``preference_dir``:
+pairs ``[i*P//n, (i+1)*P//n)`` and writes only its own files in ``state_dir`` (by default
+``preference_dir``):
 
 * ``{annotator}.chunk{i}of{n}.npy``: int32 labels over the chunk's pairs only (its
   length is the chunk size; entry ``j`` is pair ``start + j``), initialised to 3;
@@ -18,7 +29,9 @@ Both are saved atomically (temp file + rename) every ``flushing_freq`` batches, 
 end and when the run stops on an error, so a killed run loses at most the batches since
 the last flush. A rerun resumes: pairs labelled 0-2 are skipped, 3s are tried again.
 When every chunk of the run is complete, the chunks are concatenated into
-``{annotator}.npy`` (the last chunk to finish does it; ``merge=True`` does only that).
+``{preference_dir}/{annotator}.npy`` (the last chunk to finish does it; ``merge=True`` does only that).
+A final file that exists when a chunk starts (this project's or Motif's own) is resumed from:
+its labels 0-2 are kept and only its 3s are annotated.
 Conversations are appended to ``{logdir}/{annotator}.chunk{i}.jsonl`` (one JSON object
 per pair: pair index, user prompt, replies, label; the first line of a new file holds
 the system prompt).
@@ -27,18 +40,18 @@ the system prompt).
 is replaced only when the new run merges. In a slurm array started with it, a chunk that
 finishes before another has even started may merge with that chunk's older complete file;
 run ``merge=True`` (``--merge``) once the whole array is done to be sure.
-``{annotator}.meta.json`` (written by the merge) records the dataset size and fingerprint
-of the final file, so a rerun on a different dataset of the same size is refused too.
+``{state_dir}/{annotator}.meta.json`` (written by the merge) records the dataset size and
+fingerprint of the final file and the backend, so a rerun on a different dataset of the same size
+is refused too, and a file of stand-in labels can be told from an LLM's.
 
 Test-only: the environment variable ``RLAIF_ANNOTATE_TEST_DELAY`` (seconds) makes the
 loop sleep after every batch, so tests can kill a run at a known point. Leave it unset.
 
-One module on purpose (about 550 lines): chunking, resume, merge and the request loop share one
+One module on purpose (about 600 lines): chunking, resume, merge and the request loop share one
 run state and its file layout; each part is a separate function.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -53,11 +66,13 @@ from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
 from common.llm import DEFAULT_MODEL, Backend, BackendError, check_backend_name, make_backend
-from common.nethack.messages import MESSAGE_LEN, decode_message
 from common.vocabulary import skill_index
-from rlaif.captions import caption_from_values
-from rlaif.dataset import STAT_FIELDS, DatasetError, ObservationDataset, find_dataset, load_dataset
+from rlaif.dataset import DatasetError, ObservationDataset, find_dataset, load_dataset
+from rlaif.motif_dataset import MotifLayoutError, open_motif_layout
+from rlaif.motif_prompts import MotifPromptBuilder, MotifPromptError, annotator_string, load_prompt_file
+from rlaif.pair_sources import MotifPairs, ObservationPairs, PairSource, dataset_fingerprint  # noqa: F401 (re-exported)
 from rlaif.preferences import (
+    TIE,
     UNDECIDED_WARNING,
     UNKNOWN,
     PreferenceError,
@@ -67,13 +82,12 @@ from rlaif.preferences import (
     load_preferences,
     save_preferences,
 )
-from rlaif.prompts import PromptBuilder, load_template, parse_answer, retry_conversation
+from rlaif.prompts import PromptBuilder, load_template
 
 logger = logging.getLogger(__name__)
 
 TEST_DELAY_ENV = "RLAIF_ANNOTATE_TEST_DELAY"
-CAPTION_CACHE_SIZE = 200_000
-STATS_BYTES = 2 * len(STAT_FIELDS) * 4  # int32 [2, 6] per sample
+LAYOUTS = ("observations", "motif")
 
 
 class AnnotationError(ValueError):
@@ -112,10 +126,27 @@ class AnnotationConfig:
     max_retries: int = 5
     progress: bool = True
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Motif's layout (layout="motif"): see the module docstring
+    layout: str = "observations"
+    prompt_version: str = "default"
+    use_messages: bool = True
+    use_blstats: bool = False
+    llm_size: int = 70  # names the file: llama{llm_size}b_...
+    system_prompt: str | None = None  # None: the layout's system prompt
+    state_dir: str | None = None  # chunk files and metadata; None: preference_dir
 
     @property
     def annotator(self) -> str:
-        return self.custom_annotator_string or f"llama3_{self.goal_key}_default"
+        if self.custom_annotator_string:
+            return self.custom_annotator_string
+        if self.layout == "motif":
+            return annotator_string(self.llm_size, self.goal_key, self.prompt_version, self.use_messages,
+                                    self.use_blstats)
+        return f"llama3_{self.goal_key}_default"
+
+    @property
+    def work_dir(self) -> str:
+        return self.state_dir or self.preference_dir
 
 
 @dataclass
@@ -134,6 +165,9 @@ class AnnotationSummary:
     final_path: str | None = None
     merged: np.ndarray | None = field(default=None, repr=False)
     skill: str = ""
+    #: pairs of this run whose two descriptions were the same text: ties without asking (Motif's layout)
+    identical: int = 0
+    layout: str = "observations"
 
     @property
     def pairs_per_second(self) -> float:
@@ -150,7 +184,8 @@ class AnnotationSummary:
             f"of {self.chunk_pairs} in the chunk ({self.num_pairs} in the dataset)",
             f"labels in the chunk: {counts}",
             f"unparseable after retry: {self.unparseable} ({100 * self.unparseable_rate:.1f}% of this run); "
-            f"retried {self.retried}",
+            f"retried {self.retried}" + (f"; {self.identical} pairs with identical descriptions were ties without "
+                                         "asking" if self.identical else ""),
             f"speed: {self.pairs_per_second:.1f} pairs/s over {self.seconds:.2f}s",
         ]
         lines.append(f"final file: {self.final_path}" if self.final_path else "final file: not merged yet (chunks remain)")
@@ -158,7 +193,7 @@ class AnnotationSummary:
             lines.append("all chunks, " + compare_with_release(self.skill, self.merged))
             shares = label_shares(self.merged)
             undecided = shares["tie"] + shares["unknown"]
-            if undecided > UNDECIDED_WARNING:
+            if undecided > UNDECIDED_WARNING and self.layout == "observations":
                 lines.append(f"WARNING: {100 * undecided:.0f}% of the pairs are ties or unknown "
                              f"(the release's files have 2-6%, 26% for the ascender): check the prompt and the parser")
         return "\n".join(lines)
@@ -180,17 +215,17 @@ def final_path(preference_dir: str | os.PathLike, annotator: str) -> Path:
     return Path(preference_dir) / f"{annotator}.npy"
 
 
-def final_meta_path(preference_dir: str | os.PathLike, annotator: str) -> Path:
-    """Sidecar of the final file written by the merge: which dataset it annotates."""
-    return Path(preference_dir) / f"{annotator}.meta.json"
+def final_meta_path(state_dir: str | os.PathLike, annotator: str) -> Path:
+    """Sidecar of the final file written by the merge: which dataset it annotates, with which backend."""
+    return Path(state_dir) / f"{annotator}.meta.json"
 
 
-def chunk_path(preference_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:
-    return Path(preference_dir) / f"{annotator}.chunk{chunk_number}of{n_chunks}.npy"
+def chunk_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:
+    return Path(state_dir) / f"{annotator}.chunk{chunk_number}of{n_chunks}.npy"
 
 
-def chunk_meta_path(preference_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:
-    return Path(preference_dir) / f"{annotator}.chunk{chunk_number}of{n_chunks}.json"
+def chunk_meta_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:
+    return Path(state_dir) / f"{annotator}.chunk{chunk_number}of{n_chunks}.json"
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -212,15 +247,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         raise AnnotationError(f"{path}: annotation metadata must be a JSON object, found {type(data).__name__}; "
                               "re-annotate with --ignore_existing")
     return data
-
-
-def dataset_fingerprint(dataset: ObservationDataset) -> str:
-    """Short hash of the messages and stats: tells whether chunk files belong to this dataset."""
-    h = hashlib.blake2b(digest_size=12)
-    h.update(np.int64(len(dataset)).tobytes())
-    h.update(memoryview(dataset.messages).cast("B"))
-    h.update(memoryview(dataset.stats).cast("B"))
-    return h.hexdigest()
 
 
 def load_annotation_dataset(directory: str | os.PathLike, goal_key: str) -> tuple[ObservationDataset, Path]:
@@ -245,16 +271,21 @@ def merge_chunks(
     num_pairs: int,
     fingerprint: str | None = None,
     require_complete: bool = True,
+    state_dir: str | os.PathLike | None = None,
+    dtype: Any = np.int32,
+    extra_meta: dict[str, Any] | None = None,
 ) -> np.ndarray | None:
-    """Concatenates the chunks into ``{annotator}.npy`` when every chunk is complete.
+    """Concatenates the chunks (in ``state_dir``, default ``preference_dir``) into
+    ``{preference_dir}/{annotator}.npy`` of ``dtype`` when every chunk is complete.
 
     Returns the merged labels, or ``None`` when a chunk is missing or unfinished (with
     ``require_complete=False``, unfinished-but-present chunks are merged anyway)."""
+    sdir = state_dir or preference_dir
     parts = []
     for i in range(n_chunks):
         start, end = chunk_bounds(num_pairs, n_chunks, i)
-        meta = _read_json(chunk_meta_path(preference_dir, annotator, i, n_chunks))
-        path = chunk_path(preference_dir, annotator, i, n_chunks)
+        meta = _read_json(chunk_meta_path(sdir, annotator, i, n_chunks))
+        path = chunk_path(sdir, annotator, i, n_chunks)
         if meta is None or not path.exists():
             logger.info("merge: chunk %d of %d not there yet (%s)", i, n_chunks, path)
             return None
@@ -272,10 +303,11 @@ def merge_chunks(
             raise AnnotationError(str(exc)) from exc
     labels = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
     out = final_path(preference_dir, annotator)
-    save_preferences(out, labels)
-    atomic_write_json(final_meta_path(preference_dir, annotator),
+    save_preferences(out, labels, dtype=dtype)
+    atomic_write_json(final_meta_path(sdir, annotator),
                        {"annotator": annotator, "num_pairs": num_pairs, "fingerprint": fingerprint, "n_chunks": n_chunks,
-                        "label_counts": label_counts(labels), "label_shares": label_shares(labels)}, sort_keys=True)
+                        "label_counts": label_counts(labels), "label_shares": label_shares(labels), **(extra_meta or {})},
+                       sort_keys=True)
     logger.info("merged %d chunks into %s (%s)", n_chunks, out, label_counts(labels))
     return labels
 
@@ -287,10 +319,10 @@ def _initial_labels(cfg: AnnotationConfig, num_pairs: int, start: int, end: int,
     """Labels to resume from: the chunk file, else the slice of a matching final file, else 3s."""
     size = end - start
     fresh = np.full(size, UNKNOWN, dtype=np.int32)
-    pdir, ann = cfg.preference_dir, cfg.annotator
+    pdir, sdir, ann = cfg.preference_dir, cfg.work_dir, cfg.annotator
     fpath = final_path(pdir, ann)
-    cpath = chunk_path(pdir, ann, cfg.chunk_number, cfg.n_chunks)
-    mpath = chunk_meta_path(pdir, ann, cfg.chunk_number, cfg.n_chunks)
+    cpath = chunk_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
+    mpath = chunk_meta_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
     final_labels = None
     if fpath.exists():
         try:
@@ -304,11 +336,11 @@ def _initial_labels(cfg: AnnotationConfig, num_pairs: int, start: int, end: int,
                 "--ignore_existing to annotate again (the old file is only replaced when the new run merges), "
                 "or use --custom_annotator_string to write under another name"
             )
-        old_meta = None if cfg.ignore_existing else _read_json(final_meta_path(pdir, ann))
+        old_meta = None if cfg.ignore_existing else _read_json(final_meta_path(sdir, ann))
         if (final_labels is not None and old_meta and old_meta.get("fingerprint") not in (None, fingerprint)
                 and not cfg.ignore_existing):
             raise AnnotationError(
-                f"{fpath} annotates a different dataset of the same size (see {final_meta_path(pdir, ann)}); pass "
+                f"{fpath} annotates a different dataset of the same size (see {final_meta_path(sdir, ann)}); pass "
                 "--ignore_existing to annotate again, or use --custom_annotator_string to write under another name"
             )
     if cfg.ignore_existing:
@@ -330,7 +362,7 @@ def _initial_labels(cfg: AnnotationConfig, num_pairs: int, start: int, end: int,
     return fresh
 
 
-def _build_backend(cfg: AnnotationConfig) -> Backend:
+def _build_backend(cfg: AnnotationConfig, builder: Any = None) -> Backend:
     kwargs: dict[str, Any] = dict(
         model=cfg.model,
         base_url=cfg.base_url,
@@ -345,8 +377,41 @@ def _build_backend(cfg: AnnotationConfig) -> Backend:
         timeout=cfg.timeout,
         max_retries=cfg.max_retries,
     )
+    if isinstance(builder, MotifPromptBuilder):
+        # the rule-based stand-in finds the two descriptions between the prompt's fixed parts (any
+        # template, the user's too) and answers in the version's format; other backends ignore these
+        kwargs.update(prompt_parts=builder.parts, answer_key=builder.answer_key)
     kwargs.update(cfg.backend_kwargs)
     return make_backend(cfg.backend, **kwargs)
+
+
+def _prepare(cfg: AnnotationConfig) -> tuple[PairSource, Any]:
+    """The pairs and the prompt builder of a run, checked; :class:`AnnotationError` naming the flag or file."""
+    if cfg.layout not in LAYOUTS:
+        raise AnnotationError(f"layout {cfg.layout!r}: expected one of {', '.join(LAYOUTS)}")
+    if cfg.layout == "observations":
+        try:
+            skill_index(cfg.goal_key)
+        except ValueError as exc:
+            raise AnnotationError(f"--goal_key: {exc}") from exc
+        template = load_template(cfg.prompt)
+        builder: Any = PromptBuilder(cfg.goal_key, template)
+        if cfg.system_prompt is not None:
+            builder = PromptBuilder(cfg.goal_key, template, cfg.system_prompt)
+        dataset, data_path = load_annotation_dataset(cfg.directory, cfg.goal_key)
+        return ObservationPairs(dataset, data_path), builder
+    try:
+        kwargs = {} if cfg.system_prompt is None else {"system_prompt": cfg.system_prompt}
+        builder = MotifPromptBuilder(cfg.goal_key, cfg.prompt_version, load_prompt_file(cfg.prompt), **kwargs)
+    except MotifPromptError as exc:
+        raise AnnotationError(str(exc)) from exc
+    keys = ["message"] + (["blstats"] if cfg.use_blstats else [])
+    try:
+        layout = open_motif_layout(cfg.directory, data_keys=keys)
+        source = MotifPairs(layout, cfg.use_messages, cfg.use_blstats)
+    except (MotifLayoutError, ValueError) as exc:
+        raise AnnotationError(f"--directory {cfg.directory}: {exc}") from exc
+    return source, builder
 
 
 class _ConversationLog:
@@ -388,10 +453,6 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
 
     ``backend`` may be passed in (tests, benchmarks, in-process pipelines); otherwise it is
     created from ``cfg`` after the input has been checked."""
-    try:
-        skill_index(cfg.goal_key)
-    except ValueError as exc:
-        raise AnnotationError(f"--goal_key: {exc}") from exc
     if backend is None and not cfg.merge:
         try:
             check_backend_name(cfg.backend)
@@ -399,30 +460,33 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
             raise AnnotationError(f"--backend: {exc}") from exc
     if cfg.batch_size < 1 or cfg.flushing_freq < 1:
         raise AnnotationError("--batch_size and --flushing_freq must be >= 1")
-    template = load_template(cfg.prompt)
-    builder = PromptBuilder(cfg.goal_key, template)
-
-    dataset, data_path = load_annotation_dataset(cfg.directory, cfg.goal_key)
-    num_pairs = dataset.num_pairs
+    source, builder = _prepare(cfg)
+    num_pairs = source.num_pairs
     start, end = chunk_bounds(num_pairs, cfg.n_chunks, cfg.chunk_number)
-    fingerprint = dataset_fingerprint(dataset)
+    fingerprint = source.fingerprint()
+    data_path = source.path
+    final_dtype = np.int8 if cfg.layout == "motif" else np.int32  # Motif writes int8 labels
     tag = f"chunk {cfg.chunk_number} of {cfg.n_chunks}"
-    pdir, ann = cfg.preference_dir, cfg.annotator
+    pdir, sdir, ann = cfg.preference_dir, cfg.work_dir, cfg.annotator
+    merge_kwargs = dict(state_dir=sdir, dtype=final_dtype,
+                        extra_meta={"backend": cfg.backend, "model": cfg.model, "layout": cfg.layout,
+                                    "goal_key": cfg.goal_key, "dataset": str(data_path),
+                                    "stand_in": cfg.backend in ("heuristic", "random")})
 
     if cfg.merge:
-        merged = merge_chunks(pdir, ann, cfg.n_chunks, num_pairs, fingerprint)
+        merged = merge_chunks(pdir, ann, cfg.n_chunks, num_pairs, fingerprint, **merge_kwargs)
         if merged is None:
             missing = [
                 i for i in range(cfg.n_chunks)
-                if not (_read_json(chunk_meta_path(pdir, ann, i, cfg.n_chunks)) or {}).get("complete")
+                if not (_read_json(chunk_meta_path(sdir, ann, i, cfg.n_chunks)) or {}).get("complete")
             ]
             raise AnnotationError(f"--merge: chunks {missing} of {cfg.n_chunks} for {ann} in {pdir} are missing or unfinished")
         return AnnotationSummary(ann, "merge", num_pairs, num_pairs, 0, 0, 0, 0.0, label_counts(merged),
-                                 str(final_path(pdir, ann)), merged)
+                                 str(final_path(pdir, ann)), merged, layout=cfg.layout)
 
     labels = _initial_labels(cfg, num_pairs, start, end, fingerprint)
-    cpath = chunk_path(pdir, ann, cfg.chunk_number, cfg.n_chunks)
-    mpath = chunk_meta_path(pdir, ann, cfg.chunk_number, cfg.n_chunks)
+    cpath = chunk_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
+    mpath = chunk_meta_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
     meta = {
         "annotator": ann, "skill": cfg.goal_key, "dataset": str(data_path), "num_pairs": num_pairs,
         "start": start, "end": end, "n_chunks": cfg.n_chunks, "chunk_number": cfg.chunk_number,
@@ -435,13 +499,13 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     # The backend comes first, so a missing vLLM or an unreachable server writes nothing.
     own_backend = backend is None
     if len(pending) and own_backend:
-        backend = _build_backend(cfg)
+        backend = _build_backend(cfg, builder)
     # Then the (possibly fresh) chunk: from here on its files always exist.
     if cfg.ignore_existing or not cpath.exists():
         save_preferences(cpath, labels)
     atomic_write_json(mpath, meta, sort_keys=True)
 
-    annotated = retried = unparseable = 0
+    annotated = retried = unparseable = identical = 0
     t0 = time.perf_counter()
     if len(pending):
         assert backend is not None
@@ -449,52 +513,32 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         log_path = Path(cfg.logdir) / f"{ann}.chunk{cfg.chunk_number}.jsonl" if cfg.log_conversations else None
         conv_log = _ConversationLog(log_path, {"annotator": ann, "system": builder.system_prompt, "chunk": tag})
         delay = float(os.environ.get(TEST_DELAY_ENV, "0") or 0)
-        caption_cache: dict[bytes, str] = {}
         jh, jm, jt = (_json_str(part)[1:-1] for part in builder.parts)
-        messages, stats = dataset.messages, dataset.stats
         batches = [pending[i:i + cfg.batch_size] for i in range(0, len(pending), cfg.batch_size)]
         try:
             for b, local in enumerate(tqdm(batches, desc=f"{ann} {tag}", unit="batch", disable=not cfg.progress)):
                 pairs = local + start
-                samples = np.stack([2 * pairs, 2 * pairs + 1], axis=1).reshape(-1)
-                raw = messages[samples].tobytes()
-                raw_stats = stats[samples].tobytes()
-                st = None
-                convs = []
-                caps_list = []
-                for j in range(len(pairs)):
-                    caps = []
-                    for s in (2 * j, 2 * j + 1):
-                        off = s * 2 * MESSAGE_LEN
-                        # NetHack repeats observations constantly: caption each distinct one once.
-                        key = raw[off:off + 2 * MESSAGE_LEN] + raw_stats[s * STATS_BYTES:(s + 1) * STATS_BYTES]
-                        cap = caption_cache.get(key)
-                        if cap is None:
-                            if st is None:
-                                st = stats[samples].tolist()
-                            cap = caption_from_values(
-                                decode_message(raw[off:off + MESSAGE_LEN]),
-                                decode_message(raw[off + MESSAGE_LEN:off + 2 * MESSAGE_LEN]),
-                                st[s][0], st[s][1],
-                            )
-                            if len(caption_cache) >= CAPTION_CACHE_SIZE:
-                                caption_cache.clear()
-                            caption_cache[key] = cap
-                        caps.append(cap)
-                    convs.append(builder.conversation(caps[0], caps[1]))
-                    caps_list.append(caps)
-                texts = backend.generate(convs)
+                caps_list = source.captions(pairs)
+                codes = [TIE] * len(pairs)
+                replies: list[list[str]] = [[] for _ in pairs]
+                # Motif's annotator does not ask about a pair whose two descriptions read the same: a tie
+                asked = [j for j, (c1, c2) in enumerate(caps_list) if not (source.decides_identical and c1 == c2)]
+                identical += len(pairs) - len(asked)
+                convs = [builder.conversation(*caps_list[j]) for j in asked]
+                texts = backend.generate(convs) if convs else []
                 if len(texts) != len(convs):
                     raise BackendError(f"{backend.describe()} returned {len(texts)} replies for {len(convs)} prompts")
-                replies = [[r] for r in texts]
-                codes = [parse_answer(r[0]) for r in replies]
-                bad = [j for j, c in enumerate(codes) if c == UNKNOWN]
+                for j, text in zip(asked, texts):
+                    replies[j].append(text)
+                    codes[j] = builder.parse(text)
+                bad = [k for k, j in enumerate(asked) if codes[j] == UNKNOWN]
                 if bad and cfg.retry_unparseable:
                     retried += len(bad)
-                    second = backend.generate([retry_conversation(convs[j], replies[j][0]) for j in bad])
-                    for j, text in zip(bad, second):
+                    second = backend.generate([builder.retry_conversation(convs[k], texts[k]) for k in bad])
+                    for k, text in zip(bad, second):
+                        j = asked[k]
                         replies[j].append(text)
-                        codes[j] = parse_answer(text)
+                        codes[j] = builder.parse(text)
                 labels[local] = codes
                 annotated += len(codes)
                 unparseable += sum(1 for c in codes if c == UNKNOWN)
@@ -503,7 +547,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                     conv_log.write([
                         f'{{"pair": {p}, "prompt": "{jh}{_json_str(c1)[1:-1]}{jm}{_json_str(c2)[1:-1]}{jt}", '
                         f'"replies": [{", ".join(map(_json_str, r))}], "label": {code}}}'
-                        for p, (c1, c2), r, code in zip(pairs.tolist(), caps_list, replies, codes)
+                        for p, (c1, c2), r, code in zip(pairs.tolist(), caps_list, replies, codes) if r
                     ])
                 if (b + 1) % cfg.flushing_freq == 0:
                     save_preferences(cpath, labels)
@@ -519,10 +563,10 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     meta["complete"] = True
     atomic_write_json(mpath, meta, sort_keys=True)
 
-    merged = merge_chunks(pdir, ann, cfg.n_chunks, num_pairs, fingerprint)
+    merged = merge_chunks(pdir, ann, cfg.n_chunks, num_pairs, fingerprint, **merge_kwargs)
     summary = AnnotationSummary(
         ann, tag, num_pairs, end - start, annotated, retried, unparseable, seconds, label_counts(labels),
-        str(final_path(pdir, ann)) if merged is not None else None, merged, cfg.goal_key,
+        str(final_path(pdir, ann)) if merged is not None else None, merged, cfg.goal_key, identical, cfg.layout,
     )
     for line in summary.text().splitlines():
         logger.info(line)

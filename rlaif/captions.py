@@ -132,3 +132,62 @@ def caption_sample(messages: np.ndarray, stats: np.ndarray) -> str:
 def caption_pair(messages: np.ndarray, stats: np.ndarray, pair: int) -> tuple[str, str]:
     """Captions of pair ``pair`` (samples ``2*pair`` and ``2*pair + 1``) of a dataset's arrays."""
     return caption_sample(messages[2 * pair], stats[2 * pair]), caption_sample(messages[2 * pair + 1], stats[2 * pair + 1])
+
+
+# --------------------------------------------------------------------------- Motif's descriptions
+#
+# Motif's annotator shows the judge the messages of a pair member: the messages of its L
+# observations in order, empty ones left out, a run of the same message written once with its
+# count ("You hit the newt! (x3)"), one per line. With --use-blstats each line also carries the
+# stats of the observation it starts at, in NetHack's status-line notation.
+
+_STATUS_HUNGER = ("Satiated", "", "Hungry", "Weak", "Fainting", "Fainted", "Starved")
+
+
+def group_messages(messages: list[str]) -> tuple[list[str], list[int]]:
+    """Runs of equal messages: (texts with " (xN)" for runs longer than one, index where each run
+    starts). Empty messages are skipped; with no message at all the index list is ``[0]``."""
+    texts: list[str] = []
+    starts: list[int] = []
+    i = 0
+    while i < len(messages):
+        j = i
+        while j + 1 < len(messages) and messages[j + 1] == messages[i]:
+            j += 1
+        if messages[i]:
+            count = j - i + 1
+            texts.append(f"{messages[i]} (x{count})" if count > 1 else messages[i])
+            starts.append(i)
+        i = j + 1
+    return texts, starts or [0]
+
+
+def status_line(blstats: np.ndarray) -> str:
+    """One observation's stats as NetHack's bottom line writes them: ``Dlvl:2 $:14 HP:9(12) Xp:1 Hungry``."""
+    from common.nethack import blstats as B
+
+    b = [int(v) for v in np.asarray(blstats).reshape(-1)]
+    hunger = b[B.BL_HUNGER]
+    hunger_text = _STATUS_HUNGER[hunger] if 0 <= hunger < len(_STATUS_HUNGER) else f"hunger {hunger}"
+    text = f"Dlvl:{b[B.BL_DEPTH]} $:{b[B.BL_GOLD]} HP:{b[B.BL_HP]}({b[B.BL_HPMAX]}) Xp:{b[B.BL_XP_LEVEL]}"
+    return f"{text} {hunger_text}" if hunger_text else text
+
+
+def motif_description(messages: list[str] | None, blstats: np.ndarray | None = None) -> str:
+    """The text the judge reads for one pair member (see above).
+
+    Args:
+        messages: the decoded messages of the member's L observations (None: messages not used);
+        blstats: its blstats [L, 26 or 27] (None: stats not used).
+    """
+    if messages is None and blstats is None:
+        raise ValueError("a description needs the messages, the stats or both")
+    if messages is None:
+        return "\n".join(status_line(row) for row in np.asarray(blstats))
+    texts, starts = group_messages(messages)
+    if blstats is None:
+        return "\n".join(texts)
+    stats = np.asarray(blstats)
+    if not texts:
+        return status_line(stats[starts[0]])
+    return "\n".join(f"{text} {status_line(stats[i])}" for text, i in zip(texts, starts))

@@ -20,6 +20,24 @@ Rules in short (scores are compared; equal scores give ``Answer: none``):
 * merchant: shopkeeper greetings, offers, sales and purchases; stealing,
   owing money and angry shopkeepers are bad.
 * every skill: dying and angering the god are very bad.
+
+Motif's goal keys (``scripts.annotate_pairs_dataset --goal-key``), read from the judge's two
+descriptions (messages, optionally with stats; :func:`rlaif.captions.motif_description`),
+written from the goal descriptions of Motif's paper and nothing else:
+
+* defaultgoal (a high game score): killing monsters, picking up gold, going down the dungeon
+  (a descent message, a deeper "Dlvl"), gaining experience levels, picking up items;
+* zeroknowledge (no goal in the prompt): the same rules as defaultgoal -- with no goal given,
+  the stand-in falls back on what the game itself rewards, its score;
+* combat: fighting (hitting, missing, being in a fight) and above all killing is good; any gold
+  and any descent are bad;
+* gold: gold is good; fighting, killing and descending are bad;
+* stairs: descending is good, a staircase down in view mildly good; fighting, killing and gold
+  are bad.
+
+Dying and angering the god are very bad for every goal. A skill key on Motif's layout uses the
+skill's message rules on the description text (and the depth change its stats show, if any).
+Whatever the goal, these rules are a stand-in: their labels are not an LLM's.
 """
 from __future__ import annotations
 
@@ -114,6 +132,12 @@ _DROP = _pattern("you drop", "on the altar")
 _PRAY = _pattern("you begin praying", "you pray")
 _DOWN_STAIRS = _pattern("staircase down", "stairs down")
 _UP_STAIRS = _pattern("staircase up", "stairs up")
+_DESCEND = _pattern("you descend", "you climb down", "you fall through", "you fly down")
+_ASCEND = _pattern("you climb up")
+_FIGHT = _pattern("you hit", "you miss", "you smite", "you kick", "you bite", "hits!", "misses!", "bites!")
+_GOLD = re.compile(r"\$ - \d+ gold piece|\d+ gold pieces?\.|you find \d+ gold")
+_LEVEL_UP = _pattern("welcome to experience level")
+_STATUS_RE = re.compile(r"Dlvl:(-?\d+) \$:(-?\d+)")
 
 
 def _message_score(message_before: str, message_after: str, skill: str) -> float:
@@ -171,6 +195,68 @@ def _stats_score(depth_change: int, gold_change: int, xp_change: int, skill: str
     return -2.0 * abs(d)  # worshipper, merchant: stay on the level
 
 
+#: signal weights per Motif goal: (kill, fight, gold, descend, staircase down in view, level up, item)
+_GOAL_WEIGHTS: dict[str, tuple[float, float, float, float, float, float, float]] = {
+    "defaultgoal": (3.0, 0.0, 3.0, 4.0, 0.5, 2.0, 0.5),
+    "combat": (4.0, 1.0, -5.0, -5.0, 0.0, 1.0, 0.0),
+    "gold": (-3.0, -1.0, 5.0, -5.0, 0.0, 0.0, 0.0),
+    "stairs": (-3.0, -1.0, -5.0, 6.0, 1.0, 0.0, 0.0),
+}
+_GOAL_WEIGHTS["zeroknowledge"] = _GOAL_WEIGHTS["defaultgoal"]
+
+
+def _status_changes(description: str) -> tuple[int, int]:
+    """Depth and gold change within a description that carries stats (first line to last; 0 without)."""
+    found = _STATUS_RE.findall(description)
+    if len(found) < 2:
+        return 0, 0
+    return int(found[-1][0]) - int(found[0][0]), int(found[-1][1]) - int(found[0][1])
+
+
+def description_score(description: str, goal: str) -> float:
+    """Score of one of Motif's descriptions for a Motif goal key or a skill (higher is better)."""
+    text = description.lower()
+    depth_change, gold_change = _status_changes(description)
+    if goal not in _GOAL_WEIGHTS:  # a skill: its message rules on the whole text, its depth rules on the stats
+        if depth_change == 0:  # without stats, a stair message says which way the hero went
+            depth_change = 1 if _DESCEND.search(text) else -1 if _ASCEND.search(text) else 0
+        return _message_score("", description, goal) + _stats_score(depth_change, gold_change, 0, goal)
+    kill, fight, gold, descend, down, level, item = _GOAL_WEIGHTS[goal]
+    s = 0.0
+    if _DEATH.search(text):
+        s -= 20.0
+    if _GOD_ANGER.search(text):
+        s -= 10.0
+    s += kill * bool(_KILL.search(text)) + fight * bool(_FIGHT.search(text))
+    s += gold * bool(_GOLD.search(text) or gold_change > 0)
+    s += descend * bool(_DESCEND.search(text) or depth_change > 0) + down * bool(_DOWN_STAIRS.search(text))
+    s += level * bool(_LEVEL_UP.search(text)) + item * bool(_PICKUP.search(description) and not _GOLD.search(text))
+    return s
+
+
+def split_descriptions(prompt_text: str, parts: Sequence[str]) -> tuple[str, str] | None:
+    """The two descriptions of a prompt built as ``parts[0] + d1 + parts[1] + d2 + parts[2]``."""
+    head, middle, tail = parts
+    if not (prompt_text.startswith(head) and prompt_text.endswith(tail)):
+        return None
+    body = prompt_text[len(head):len(prompt_text) - len(tail)] if tail else prompt_text[len(head):]
+    if middle not in body:
+        return None
+    first, _, second = body.partition(middle)
+    return first, second
+
+
+def judge_descriptions(prompt_text: str, goal: str, parts: Sequence[str], answer_key: str) -> str:
+    """A reply in the answer format of Motif's prompt (``("best_description": 1)``) for a prompt of ``parts``."""
+    found = split_descriptions(prompt_text, parts)
+    if found is None:
+        return "The rule-based stand-in could not find the two descriptions in the prompt."
+    a, b = description_score(found[0], goal), description_score(found[1], goal)
+    choice = "1" if a > b else "2" if b > a else "None"
+    return (f"Rule-based stand-in ({goal}): description 1 scores {a:g}, description 2 scores {b:g}.\n"
+            f'("{answer_key}": {choice})')
+
+
 def score(observation: Observation, skill: str) -> float:
     """Higher is better for ``skill``."""
     o = observation
@@ -211,18 +297,31 @@ class HeuristicBackend(Backend):
 
     name = "heuristic"
 
-    def __init__(self, skill: str | None = None, **_: Any) -> None:
+    def __init__(self, skill: str | None = None, prompt_parts: Sequence[str] | None = None,
+                 answer_key: str | None = None, **_: Any) -> None:
+        """``skill``: a skill, or (with ``prompt_parts``) one of Motif's goal keys; ``prompt_parts``
+        and ``answer_key``: Motif's prompts (:class:`rlaif.motif_prompts.MotifPromptBuilder`)."""
         if skill is None:
-            raise BackendError("the heuristic backend needs the skill (pass skill=...)")
-        skill_index(skill)
+            raise BackendError("the heuristic backend needs the skill or goal key (pass skill=...)")
+        if prompt_parts is None:
+            skill_index(skill)
+        elif skill not in _GOAL_WEIGHTS:
+            skill_index(skill)
         self.skill = skill
+        self.prompt_parts = tuple(prompt_parts) if prompt_parts is not None else None
+        self.answer_key = answer_key or "best_description"
         logger.info(STAND_IN_NOTICE)
+
+    def _judge(self, prompt_text: str) -> str:
+        if self.prompt_parts is not None:
+            return judge_descriptions(prompt_text, self.skill, self.prompt_parts, self.answer_key)
+        return judge(prompt_text, self.skill)
 
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         out = []
         for conv in conversations:
             users = [m["content"] for m in conv if m["role"] == "user"]
-            reply = judge(users[0] if users else "", self.skill)
+            reply = self._judge(users[0] if users else "")
             if len(users) > 1:  # a retry: answer with the bare line, as asked
                 reply = reply.rsplit("\n", 1)[-1]
             out.append(reply)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,11 +50,13 @@ def load_preferences(path: str | os.PathLike, num_pairs: int | None = None) -> n
     return validate_preferences(labels, num_pairs, str(path))
 
 
-def save_preferences(path: str | os.PathLike, labels: np.ndarray) -> None:
-    """Atomic write (temp file in the same folder + rename): a crash never leaves half a file."""
+def save_preferences(path: str | os.PathLike, labels: np.ndarray, dtype: Any = np.int32) -> None:
+    """Atomic write (temp file in the same folder + rename): a crash never leaves half a file.
+
+    ``dtype``: int32 for this project's files, int8 for Motif's layout (what its annotation script writes)."""
     path = Path(path)
     labels = validate_preferences(labels, source=str(path))
-    atomic_save_npy(path, labels)
+    atomic_save_npy(path, labels.astype(dtype, copy=False))
 
 
 def label_counts(labels: np.ndarray) -> dict[str, int]:

@@ -136,6 +136,13 @@ class PromptBuilder:
     def conversation(self, caption_1: str, caption_2: str) -> list[dict[str, str]]:
         return [self._system, {"role": "user", "content": self.user_prompt(caption_1, caption_2)}]
 
+    def parse(self, text: str | None) -> int:
+        """Preference code of a reply (:func:`parse_answer`)."""
+        return parse_answer(text)
+
+    def retry_conversation(self, conversation: list[dict[str, str]], reply: str) -> list[dict[str, str]]:
+        return retry_conversation(conversation, reply)
+
 
 def retry_conversation(conversation: list[dict[str, str]], reply: str) -> list[dict[str, str]]:
     """The conversation continued with the unparseable reply and the retry prompt."""

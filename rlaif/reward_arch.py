@@ -1,4 +1,4 @@
-"""The authors' reward-model architecture ("release"), next to our smaller default ("small").
+"""The authors' reward-model architectures ("release", "motif"), next to our smaller one ("small").
 
 Architecture names (``RewardModelConfig.arch``):
 
@@ -7,7 +7,10 @@ Architecture names (``RewardModelConfig.arch``):
 * ``"release"``: :class:`ReleaseRewardModel`, the shapes of the release's reward network
   (``rlaif/reward_model.py`` RewardSharedWeights around ``rl_baseline/torchbeast_encoder.py``
   TorchBeastEncoder with its defaults: ``--encoder_msg_model lt_cnn``, ``--use_diffstats True``,
-  ``--diffstats_size 5``, glyphs/crop/blstats off, embedding dim 128, hidden dim 512, no RNN core).
+  ``--diffstats_size 5``, glyphs/crop/blstats off, embedding dim 128, hidden dim 512, no RNN core);
+* ``"motif"``: :class:`MotifRewardModel`, Motif's reward network (facebookresearch/motif,
+  ``--reward_encoder nle_torchbeast_encoder`` with its defaults: message model ``lt_cnn``,
+  glyphs, crop and blstats off): the same message branch, no stat input at all.
 
 The release network, written out::
 
@@ -24,6 +27,14 @@ Initialization as the release's ``initialize_weights``: every ``nn.Linear`` gets
 orthogonal weight (gain 1) and a zero bias; the 1-D convolutions and the embedding keep
 PyTorch's default initialization (the release only re-initializes Linear and Conv2d layers).
 
+Motif's network is the release's without the stat MLP (the release added the diffstats to it)::
+
+    message bytes [B, 256] -> (the message branch above)                                = message features
+    message features [B, 128] -> Linear(128, 256) -> ReLU -> Linear(256, 512) -> ReLU -> Linear(512, 1)
+
+with the same initialization. It reads the message alone: given depth changes or diffstats (the
+interface every architecture shares), it ignores them.
+
 The five "diffstats" are the changes of (depth, gold, hp, xp level, hunger) between the two
 observations of a sample, each clipped to [-1, 1]; the release then zeroes all but the
 depth change, both when it trains the reward model and at RL time. See :func:`release_diffstats`.
@@ -36,7 +47,13 @@ import numpy as np
 import torch
 from torch import nn
 
-ARCHS: tuple[str, ...] = ("release", "small")
+ARCHS: tuple[str, ...] = ("release", "small", "motif")
+#: architectures whose shapes are fixed (the size fields of RewardModelConfig must keep their defaults)
+FIXED_ARCHS: tuple[str, ...] = ("release", "motif")
+#: Motif's ``--reward_encoder`` names -> our architecture names; our names are accepted as they are
+REWARD_ENCODERS: dict[str, str] = {"nle_torchbeast_encoder": "motif", "motif": "motif", "release": "release",
+                                   "small": "small"}
+MOTIF_REWARD_ENCODER = "nle_torchbeast_encoder"  # Motif's default (and only message-based) reward encoder
 DEFAULT_TRAIN_ARCH = "release"  # what new reward training builds (scripts.train_reward --reward_arch)
 LEGACY_ARCH = "small"  # what a checkpoint without an ``arch`` entry in its model_config holds
 
@@ -58,6 +75,20 @@ def check_arch(arch: str) -> str:
     if arch not in ARCHS:
         raise ValueError(f"unknown reward model architecture {arch!r}; choose one of: {', '.join(ARCHS)}")
     return arch
+
+
+def arch_of_reward_encoder(name: str) -> str:
+    """Our architecture name for a ``--reward_encoder`` value (Motif's ``nle_torchbeast_encoder`` or one
+    of :data:`ARCHS`); ValueError naming the valid values otherwise. Motif's other encoder,
+    ``nle_rgbcrop_encoder``, reads the rendered screen, which reward models here never see."""
+    try:
+        return REWARD_ENCODERS[name]
+    except KeyError:
+        raise ValueError(
+            f"--reward_encoder {name!r}: expected {MOTIF_REWARD_ENCODER} (Motif's message encoder) or one of "
+            f"{', '.join(ARCHS)}" + (" (nle_rgbcrop_encoder reads the rendered screen; reward models here read the "
+                                     "message)" if name == "nle_rgbcrop_encoder" else "")
+        ) from None
 
 
 def release_diffstats(stats: np.ndarray) -> np.ndarray:
@@ -88,6 +119,53 @@ def depth_diffstats(depth_change: torch.Tensor) -> torch.Tensor:
     return torch.cat([d, d.new_zeros(d.shape[0], NUM_DIFFSTATS - 1)], dim=1)
 
 
+def _message_branch() -> tuple[nn.Embedding, nn.Sequential, nn.Linear]:
+    """The message encoder shared by the release's and Motif's reward networks (see the module
+    docstring): byte embedding, six unpadded convolutions with three poolings, a linear layer."""
+    c = MSG_CHANNELS
+    embedding = nn.Embedding(256, MSG_EMBED, padding_idx=0)
+    cnn = nn.Sequential(
+        nn.Conv1d(MSG_EMBED, c, kernel_size=7), nn.ReLU(), nn.MaxPool1d(MSG_POOL),
+        nn.Conv1d(c, c, kernel_size=7), nn.ReLU(), nn.MaxPool1d(MSG_POOL),
+        nn.Conv1d(c, c, kernel_size=3), nn.ReLU(),
+        nn.Conv1d(c, c, kernel_size=3), nn.ReLU(),
+        nn.Conv1d(c, c, kernel_size=3), nn.ReLU(),
+        nn.Conv1d(c, c, kernel_size=3), nn.ReLU(), nn.MaxPool1d(MSG_POOL),
+        nn.Flatten(),
+    )
+    return embedding, cnn, nn.Linear(MSG_SLOTS * c, MSG_FEATURES)
+
+
+def _orthogonal_linears(module: nn.Module) -> None:
+    """The authors' initialization: orthogonal Linear weights (gain 1), zero biases."""
+    for sub in module.modules():
+        if isinstance(sub, nn.Linear):
+            nn.init.orthogonal_(sub.weight, gain=1.0)
+            nn.init.zeros_(sub.bias)
+
+
+def _check_fixed_config(config: Any, arch: str) -> None:
+    if getattr(config, "arch", arch) != arch:
+        raise ValueError(f"{arch} reward model needs a config with arch {arch!r}, got {config.arch!r}")
+    if config.message_len != 256 or config.vocab_size != 256:
+        raise ValueError(f"the {arch} architecture reads 256-byte messages over a 256-symbol vocabulary")
+
+
+def _encode(model: Any, messages: torch.Tensor, stats: torch.Tensor, dedup: bool) -> torch.Tensor:
+    """``forward`` of the fixed architectures: each distinct message of the batch is encoded once."""
+    if messages.dim() != 2:
+        raise ValueError(f"messages must be [B, {model.config.message_len}], got shape {tuple(messages.shape)}")
+    rows = stats.shape[0] if stats.dim() > 0 else 1
+    if rows != messages.shape[0]:
+        raise ValueError(f"stats has {rows} rows for {messages.shape[0]} messages")
+    if dedup and messages.shape[0] > 1:
+        unique, inverse = torch.unique(messages, dim=0, return_inverse=True)
+        features = model.encode_messages(unique)[inverse]
+    else:
+        features = model.encode_messages(messages)
+    return model.head(features, stats)
+
+
 class ReleaseRewardModel(nn.Module):
     """Scalar reward of (current message bytes, five stat changes), the release's shapes.
 
@@ -105,33 +183,16 @@ class ReleaseRewardModel(nn.Module):
     def __init__(self, config: Any) -> None:
         super().__init__()
         self.config = config
-        if getattr(config, "arch", "release") != "release":
-            raise ValueError(f"ReleaseRewardModel needs a config with arch 'release', got {config.arch!r}")
-        if config.message_len != 256 or config.vocab_size != 256:
-            raise ValueError("the release architecture reads 256-byte messages over a 256-symbol vocabulary")
+        _check_fixed_config(config, "release")
         self.stats_mlp = nn.Sequential(
             nn.Linear(NUM_DIFFSTATS, STAT_FEATURES), nn.ReLU(), nn.Linear(STAT_FEATURES, STAT_FEATURES), nn.ReLU()
         )
-        self.embedding = nn.Embedding(256, MSG_EMBED, padding_idx=0)
-        c = MSG_CHANNELS
-        self.message_cnn = nn.Sequential(
-            nn.Conv1d(MSG_EMBED, c, kernel_size=7), nn.ReLU(), nn.MaxPool1d(MSG_POOL),
-            nn.Conv1d(c, c, kernel_size=7), nn.ReLU(), nn.MaxPool1d(MSG_POOL),
-            nn.Conv1d(c, c, kernel_size=3), nn.ReLU(),
-            nn.Conv1d(c, c, kernel_size=3), nn.ReLU(),
-            nn.Conv1d(c, c, kernel_size=3), nn.ReLU(),
-            nn.Conv1d(c, c, kernel_size=3), nn.ReLU(), nn.MaxPool1d(MSG_POOL),
-            nn.Flatten(),
-        )
-        self.message_fc = nn.Linear(MSG_SLOTS * c, MSG_FEATURES)
+        self.embedding, self.message_cnn, self.message_fc = _message_branch()
         self.trunk = nn.Sequential(
             nn.Linear(STAT_FEATURES + MSG_FEATURES, HIDDEN // 2), nn.ReLU(), nn.Linear(HIDDEN // 2, HIDDEN)
         )
         self.reward_head = nn.Linear(HIDDEN, 1)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.orthogonal_(module.weight, gain=1.0)
-                nn.init.zeros_(module.bias)
+        _orthogonal_linears(self)
 
     @property
     def feature_dim(self) -> int:
@@ -159,17 +220,43 @@ class ReleaseRewardModel(nn.Module):
 
     def forward(self, messages: torch.Tensor, stats: torch.Tensor, dedup: bool = True) -> torch.Tensor:
         """Rewards [B] of messages [B, 256] and depth changes [B] (or diffstats [B, 5])."""
-        if messages.dim() != 2:
-            raise ValueError(f"messages must be [B, {self.config.message_len}], got shape {tuple(messages.shape)}")
-        rows = stats.shape[0] if stats.dim() > 0 else 1
-        if rows != messages.shape[0]:
-            raise ValueError(f"stats has {rows} rows for {messages.shape[0]} messages")
-        if dedup and messages.shape[0] > 1:
-            unique, inverse = torch.unique(messages, dim=0, return_inverse=True)
-            features = self.encode_messages(unique)[inverse]
-        else:
-            features = self.encode_messages(messages)
-        return self.head(features, stats)
+        return _encode(self, messages, stats, dedup)
+
+
+class MotifRewardModel(nn.Module):
+    """Motif's reward network (``--reward_encoder nle_torchbeast_encoder``): the message alone.
+
+    Same interface as the other architectures; ``stats`` (depth changes [B] or diffstats [B, 5])
+    is accepted and ignored, because Motif's encoder reads no stats with its default flags.
+    Submodules are declared in Motif's parameter order (embedding, convolutions, message
+    linear, trunk, reward head; see :data:`MOTIF_TO_OURS`).
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.config = config
+        _check_fixed_config(config, "motif")
+        self.embedding, self.message_cnn, self.message_fc = _message_branch()
+        self.trunk = nn.Sequential(nn.Linear(MSG_FEATURES, HIDDEN // 2), nn.ReLU(), nn.Linear(HIDDEN // 2, HIDDEN))
+        self.reward_head = nn.Linear(HIDDEN, 1)
+        _orthogonal_linears(self)
+
+    @property
+    def feature_dim(self) -> int:
+        return MSG_FEATURES
+
+    def encode_messages(self, messages: torch.Tensor) -> torch.Tensor:
+        """Message bytes [B, 256] (any integer dtype) -> features [B, 128]."""
+        x = self.embedding(messages.long()).transpose(1, 2)  # [B, 32, 256]
+        return torch.relu(self.message_fc(self.message_cnn(x)))
+
+    def head(self, features: torch.Tensor, stats: Any = None) -> torch.Tensor:
+        """Message features [B, 128] -> reward [B]; ``stats`` is ignored (no stat input)."""
+        return self.reward_head(torch.relu(self.trunk(features))).squeeze(1)
+
+    def forward(self, messages: torch.Tensor, stats: torch.Tensor, dedup: bool = True) -> torch.Tensor:
+        """Rewards [B] of messages [B, 256]; ``stats`` [B] or [B, 5] only has to have B rows."""
+        return _encode(self, messages, stats, dedup)
 
 
 # The release's parameter names (a RewardSharedWeights state dict) -> ours, in the release's order.
@@ -197,10 +284,24 @@ for _theirs, _ours in _RELEASE_LAYERS:
         RELEASE_TO_OURS[f"{_theirs}.bias"] = f"{_ours}.bias"
 del _theirs, _ours
 
+# Motif's parameter names (RewardSharedWeights around its TorchBeastEncoder with the default flags) -> ours.
+MOTIF_TO_OURS: dict[str, str] = {
+    theirs + suffix: ours + suffix
+    for theirs, ours in _RELEASE_LAYERS
+    if not theirs.startswith("encoder.embed_diffstats")
+    for suffix in ((".weight",) if ours == "embedding" else (".weight", ".bias"))
+}
+
 
 __all__ = [
     "ARCHS",
     "DEFAULT_TRAIN_ARCH",
+    "FIXED_ARCHS",
+    "MOTIF_REWARD_ENCODER",
+    "MOTIF_TO_OURS",
+    "MotifRewardModel",
+    "REWARD_ENCODERS",
+    "arch_of_reward_encoder",
     "LEGACY_ARCH",
     "NUM_DIFFSTATS",
     "RELEASE_STATS",

@@ -12,6 +12,9 @@ import it inside environment workers. It holds:
     (six unpadded convolutions with a position-keeping flatten, a 5-input stat MLP, a
     256-512 trunk); what ``scripts.train_reward`` trains by default and what
     ``scripts.convert_release_rewards`` rebuilds from the authors' released checkpoints;
+  - ``"motif"`` (:class:`rlaif.reward_arch.MotifRewardModel`): Motif's network
+    (``--reward_encoder nle_torchbeast_encoder``): the release's message branch and trunk without
+    any stat input; what ``scripts.train_reward`` trains on Motif's dataset layout by default;
   - ``"small"`` (:class:`SkillRewardModel`): our smaller char-CNN with global max pooling
     and one depth input. Checkpoints whose ``model_config`` has no ``arch`` entry were
     written before the choice existed and hold this model.
@@ -46,7 +49,7 @@ import torch
 from torch import nn
 
 from common.nethack.messages import MESSAGE_LEN
-from rlaif.reward_arch import LEGACY_ARCH, ReleaseRewardModel, check_arch
+from rlaif.reward_arch import FIXED_ARCHS, LEGACY_ARCH, MotifRewardModel, ReleaseRewardModel, check_arch
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ class RewardModelConfig:
     """Architecture name and sizes of a skill reward model.
 
     ``arch`` is ``"small"`` (the default of this dataclass, and what a saved config without
-    an ``arch`` entry means) or ``"release"`` (fixed shapes, see :mod:`rlaif.reward_arch`;
+    an ``arch`` entry means), ``"release"`` or ``"motif"`` (fixed shapes, see :mod:`rlaif.reward_arch`;
     the size fields below must keep their defaults). New reward training defaults to
     ``"release"`` through :class:`rlaif.train_reward.RewardTrainingConfig`.
 
@@ -107,11 +110,11 @@ class RewardModelConfig:
             )
         if self.mlp_layers < 1:
             raise ValueError(f"RewardModelConfig: mlp_layers must be >= 1, got {self.mlp_layers}")
-        if self.arch == "release":
+        if self.arch in FIXED_ARCHS:
             changed = [f.name for f in fields(self) if f.name != "arch" and getattr(self, f.name) != f.default]
             if changed:
                 raise ValueError(
-                    f"RewardModelConfig: the release architecture has fixed shapes; {', '.join(changed)} "
+                    f"RewardModelConfig: the {self.arch} architecture has fixed shapes; {', '.join(changed)} "
                     "only apply to arch 'small'"
                 )
 
@@ -195,7 +198,7 @@ class SkillRewardModel(nn.Module):
         return self.head(features, depth_change.reshape(-1))
 
 
-RewardModel = SkillRewardModel | ReleaseRewardModel
+RewardModel = SkillRewardModel | ReleaseRewardModel | MotifRewardModel
 
 
 def build_reward_model(config: RewardModelConfig | None = None) -> RewardModel:
@@ -203,6 +206,8 @@ def build_reward_model(config: RewardModelConfig | None = None) -> RewardModel:
     config = config or RewardModelConfig()
     if config.arch == "release":
         return ReleaseRewardModel(config)
+    if config.arch == "motif":
+        return MotifRewardModel(config)
     return SkillRewardModel(config)
 
 

@@ -2,7 +2,10 @@
 
 Reads a dataset (``{dataset_dir}/{skill}.npz`` or ``.pkl``, samples ``2k`` and ``2k+1``
 form pair ``k``) and its preference file (``{preference_dir}/{annotator}.npy``, codes
-0 first better, 1 second better, 2 tie, 3 unknown), and fits a skill reward model
+0 first better, 1 second better, 2 tie, 3 unknown) -- or, when ``dataset_dir`` holds Motif's
+layout (``data/``, :mod:`rlaif.motif_dataset`), its memory-mapped messages and
+``{dataset_dir}/preference/{annotator}.npy``, each pair member being its one observation's
+message (``L = 1``, as Motif's reward training reads it; no stat changes) -- and fits a reward model
 (:func:`rlaif.reward_model.build_reward_model`) with the Bradley-Terry cross-entropy on
 soft labels (first better = 0, second better = 1, tie = 0.5). Unknown pairs are left
 out. A validation split (by pair, fixed by the seed) reports accuracy on non-tie pairs.
@@ -29,7 +32,7 @@ Outputs, under ``{train_dir}/{experiment}``::
 
 A run started again resumes from its latest checkpoint; a finished run is a no-op.
 
-One module on purpose (about 650 lines): the training loop, its checkpoints, metrics and resume
+One module on purpose (about 780 lines): the training loop, its inputs (either layout), checkpoints, metrics and resume
 share one run state; the model itself is in :mod:`rlaif.reward_model`.
 """
 from __future__ import annotations
@@ -55,6 +58,13 @@ from common.nethack.messages import decode_message
 from common.torch_files import plain_numbers
 from common.vocabulary import SKILL_INDEX, skill_from_experiment, skill_index
 from rlaif.dataset import STAT_INDEX, DatasetError, ObservationDataset, find_dataset, load_dataset
+from rlaif.motif_dataset import (
+    MotifLayout,
+    MotifLayoutError,
+    is_motif_layout,
+    load_motif_preferences,
+    open_motif_layout,
+)
 from rlaif.preferences import FIRST, SECOND, UNKNOWN, PreferenceError, label_counts, load_preferences
 from rlaif.reward_arch import DEFAULT_TRAIN_ARCH, release_diffstats
 from rlaif.reward_model import (
@@ -112,14 +122,29 @@ class RewardTrainingConfig:
     progress: bool = True
 
     @property
+    def motif_layout(self) -> bool:
+        """The data is Motif's layout (``{dataset_dir}/data/``), not this project's ``{skill}.npz``."""
+        return self.dataset_path is None and is_motif_layout(self.dataset_dir)
+
+    @property
     def resolved_skill(self) -> str:
+        """The skill trained; on Motif's layout a reward need not belong to a skill ("" then)."""
         if self.skill:
             skill_index(self.skill)
             return self.skill
+        if self.motif_layout:
+            for name in (self.experiment, self.annotator or ""):
+                try:
+                    return skill_from_experiment(name)
+                except ValueError:
+                    pass
+            return ""
         return skill_from_experiment(self.experiment)
 
     @property
     def preference_path(self) -> Path:
+        if self.motif_layout:  # Motif keeps the preferences inside the dataset folder
+            return Path(self.dataset_dir) / "preference" / f"{self.annotator or self.experiment}.npy"
         return Path(self.preference_dir) / f"{self.annotator or self.experiment}.npy"
 
     @property
@@ -167,6 +192,43 @@ def reward_inputs(dataset: ObservationDataset) -> RewardInputs:
     depth = STAT_INDEX["depth"]
     change = dataset.stats[:, 1, depth].astype(np.int64) - dataset.stats[:, 0, depth]
     return RewardInputs(table, ids, clip_depth_change(change).astype(np.float32), release_diffstats(dataset.stats))
+
+
+MOTIF_READ_BLOCK = 65536  # pairs read from the memory map at once
+
+
+def motif_reward_inputs(layout: MotifLayout) -> RewardInputs:
+    """Samples of Motif's layout: pair ``k``'s members are samples ``2k`` and ``2k+1``, each its one
+    observation's message (``L`` must be 1, as in Motif's reward training); there is no "before", so
+    every stat change is 0. The memory-mapped messages are read block by block."""
+    if layout.seq_len != 1:
+        raise RewardTrainingError(
+            f"{layout.directory}/data/message.npy holds {layout.seq_len} observations per pair member; reward "
+            "training reads one (L = 1), as Motif's does (its reward model is built with seq_len 1)"
+        )
+    n = layout.num_pairs
+    index: dict[bytes, int] = {}
+    rows: list[np.ndarray] = []
+    ids = np.empty(2 * n, dtype=np.int64)
+    for start in range(0, n, MOTIF_READ_BLOCK):
+        block = np.ascontiguousarray(layout.messages[start:start + MOTIF_READ_BLOCK, :, 0], dtype=np.uint8)
+        flat = block.reshape(-1, block.shape[-1])
+        table, inverse, _ = _unique_rows(flat)
+        local = np.empty(len(table), dtype=np.int64)
+        for i, row in enumerate(table):
+            key = row.tobytes()
+            if key not in index:
+                index[key] = len(rows)
+                rows.append(row)
+            local[i] = index[key]
+        ids[2 * start:2 * start + len(flat)] = local[inverse]
+    table = np.stack(rows)
+    # keep the table sorted as reward_inputs sorts it (by bytes), so equal data give equal ids
+    order = np.argsort(table.view(np.dtype((np.void, table.shape[1]))).ravel(), kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    zeros = np.zeros(2 * n, dtype=np.float32)
+    return RewardInputs(table[order], rank[ids], zeros, np.zeros((2 * n, 5), dtype=np.float32))
 
 
 @dataclass
@@ -381,19 +443,58 @@ def _iterate_batches(
 
 # ----------------------------------------------------------------------------- training
 
-def _load_inputs(cfg: RewardTrainingConfig, skill: str) -> tuple[Path, ObservationDataset, Path, np.ndarray]:
-    dataset_path = Path(cfg.dataset_path) if cfg.dataset_path else find_dataset(cfg.dataset_dir, skill)
+@dataclass
+class TrainingData:
+    """What a run trains on: the inputs of every sample, the labels of every pair, and where they came from."""
+
+    source: Path  # the dataset file, or the Motif-layout folder
+    num_pairs: int
+    inputs: RewardInputs
+    pref_path: Path
+    labels: np.ndarray
+    layout: str  # "observations" | "motif"
+
+
+def _load_inputs(cfg: RewardTrainingConfig) -> TrainingData:
+    pref_path = cfg.preference_path
+    if cfg.motif_layout:
+        try:
+            # every array Motif's reward training loads must be there and agree, though only the messages are read
+            layout = open_motif_layout(cfg.dataset_dir)
+            labels = load_motif_preferences(cfg.dataset_dir, cfg.annotator or cfg.experiment, layout.num_pairs)
+        except MotifLayoutError as exc:
+            raise RewardTrainingError(f"--dataset_dir {cfg.dataset_dir}: {exc}") from exc
+        return TrainingData(Path(cfg.dataset_dir), layout.num_pairs, motif_reward_inputs(layout), pref_path, labels,
+                            "motif")
+    dataset_path = Path(cfg.dataset_path) if cfg.dataset_path else find_dataset(cfg.dataset_dir, cfg.resolved_skill)
     dataset = load_dataset(dataset_path)
     if len(dataset) % 2:
         logger.warning("%s has an odd number of samples (%d); the last one is not part of a pair",
                        dataset_path, len(dataset))
-    pref_path = cfg.preference_path
     try:
         labels = load_preferences(pref_path, dataset.num_pairs)
     except PreferenceError as exc:
         raise RewardTrainingError(f"{exc} [dataset {dataset_path}: {len(dataset)} samples = "
                                   f"{dataset.num_pairs} pairs]") from exc
-    return dataset_path, dataset, pref_path, labels
+    return TrainingData(dataset_path, dataset.num_pairs, reward_inputs(dataset), pref_path, labels, "observations")
+
+
+def _stand_in_note(pref_path: Path, data: "TrainingData") -> str:
+    """A warning when the preferences came from a rule-based stand-in (the annotation metadata says so)."""
+    import json
+
+    candidates = [pref_path.with_name(pref_path.stem + ".meta.json")]
+    if data.layout == "motif":
+        candidates.insert(0, data.source / "annotation_state" / (pref_path.stem + ".meta.json"))
+    for meta_path in candidates:
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict) and meta.get("stand_in"):
+            return (f"{pref_path} holds labels of the {meta.get('backend')} backend, a stand-in for the LLM "
+                    f"(see {meta_path}): this reward model is not distilled from an LLM")
+    return ""
 
 
 def _check_resume(state: dict[str, Any], cfg: RewardTrainingConfig, skill: str, ckpt: Path) -> None:
@@ -423,24 +524,28 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
         raise RewardTrainingError(f"num_epochs must be >= 1, got {cfg.num_epochs}")
     if cfg.keep_checkpoints < 1:
         raise RewardTrainingError(f"keep_checkpoints must be >= 1, got {cfg.keep_checkpoints}")
-    dataset_path, dataset, pref_path, labels = _load_inputs(cfg, skill)
+    data = _load_inputs(cfg)
+    dataset_path, pref_path, labels, num_pairs = data.source, data.pref_path, data.labels, data.num_pairs
     counts = label_counts(labels)
-    logger.info("dataset %s: %d samples, %d pairs; preferences %s: first %d, second %d, tie %d, unknown %d "
-                "(unknown pairs excluded)", dataset_path, len(dataset), dataset.num_pairs, pref_path,
-                counts["first"], counts["second"], counts["tie"], counts["unknown"])
+    logger.info("dataset %s (%s layout): %d samples, %d pairs; preferences %s: first %d, second %d, tie %d, "
+                "unknown %d (unknown pairs excluded)", dataset_path, data.layout, data.inputs.num_samples, num_pairs,
+                pref_path, counts["first"], counts["second"], counts["tie"], counts["unknown"])
+    note = _stand_in_note(pref_path, data)
+    if note:
+        logger.warning("%s", note)
 
-    train_idx, val_idx = split_pairs(dataset.num_pairs, cfg.val_fraction, cfg.seed)
+    train_idx, val_idx = split_pairs(num_pairs, cfg.val_fraction, cfg.seed)
     train_idx = train_idx[labels[train_idx] != UNKNOWN]
     val_idx = val_idx[labels[val_idx] != UNKNOWN]
     if len(train_idx) == 0:
         raise RewardTrainingError(
             f"no training pairs left: {pref_path} has {counts['unknown']} unknown labels out of {len(labels)} "
-            f"pairs (dataset {dataset_path}, {dataset.num_pairs} pairs); annotate the dataset first"
+            f"pairs (dataset {dataset_path}, {num_pairs} pairs); annotate the dataset first"
         )
     if cfg.batch_size > len(train_idx):
         raise RewardTrainingError(
             f"batch size {cfg.batch_size} is larger than the {len(train_idx)} training pairs "
-            f"(dataset {dataset_path}: {dataset.num_pairs} pairs, {counts['unknown']} unknown in {pref_path}, "
+            f"(dataset {dataset_path}: {num_pairs} pairs, {counts['unknown']} unknown in {pref_path}, "
             f"validation fraction {cfg.val_fraction}); lower --batch_size"
         )
     iters_per_epoch = math.ceil(len(train_idx) / cfg.batch_size)
@@ -492,7 +597,7 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
         metrics_rows, quantile_rows = [], []
 
     arch = model.config.arch
-    inputs = reward_inputs(dataset)
+    inputs = data.inputs
     uniq = unique_inputs(inputs, arch)
     table = torch.from_numpy(inputs.table).to(device)
     ids = torch.from_numpy(inputs.message_ids).to(device)
@@ -506,7 +611,8 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
                 "%d distinct messages, %d distinct (message, %s) inputs; %d iterations per epoch, device %s",
                 arch, sum(p.numel() for p in model.parameters()), len(train_idx), len(val_idx),
                 int(((labels[val_idx] == FIRST) | (labels[val_idx] == SECOND)).sum()), len(inputs.table),
-                len(uniq.message_ids), "diffstats" if arch == "release" else "depth change", iters_per_epoch, device)
+                len(uniq.message_ids), {"release": "diffstats", "motif": "nothing else"}.get(arch, "depth change"),
+                iters_per_epoch, device)
     workers = _effective_workers(cfg.num_workers, iters_per_epoch)
     logger.info("data loading: %d prefetch thread(s) (asked for %d; capped by %d cores and %d batches per epoch)",
                 workers, cfg.num_workers, os.cpu_count() or 1, iters_per_epoch)
@@ -544,6 +650,7 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
             "train_loss": train_loss, "train_acc": train_acc, "val_loss": val_loss, "val_acc": val_acc,
             "val_pairs": val_decided, "num_iters": tot_done, "reward_mean": mean, "reward_std": math.sqrt(var),
             "train_pairs": len(train_idx), "unknown_excluded": counts["unknown"], "skill": skill,
+            "annotator": pref_path.stem,
         }
         if finished:
             full_loss, full_acc, _ = evaluate_pairs(model, table, ids, depth, labels_t, train_t)
@@ -551,7 +658,8 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
         payload = {
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "reward_mean": mean, "reward_var": var, "tot_num_iter": tot_done,
-            "model_config": model.config.to_dict(), "skill": skill, "skill_index": SKILL_INDEX[skill],
+            "model_config": model.config.to_dict(), "skill": skill, "skill_index": SKILL_INDEX.get(skill, -1),
+            "layout": data.layout, "annotator": pref_path.stem,
             "seed": cfg.seed, "batch_size": cfg.batch_size, "val_fraction": cfg.val_fraction,
             "num_epochs": cfg.num_epochs, "reward_lr": cfg.reward_lr, "experiment": cfg.experiment,
             "dataset": str(dataset_path), "preferences": str(pref_path),
@@ -574,7 +682,8 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
     model.train()
     start_epoch = tot_done // iters_per_epoch
     timing = {"data_seconds": 0.0, "compute_seconds": 0.0, "save_seconds": 0.0, "trained_pairs": 0}
-    bar = tqdm(total=total_iters, initial=tot_done, desc=f"reward {skill}", unit="it", disable=not cfg.progress)
+    bar = tqdm(total=total_iters, initial=tot_done, desc=f"reward {skill or pref_path.stem}", unit="it",
+               disable=not cfg.progress)
     for epoch in range(start_epoch, cfg.num_epochs):
         perm = np.random.default_rng([cfg.seed, epoch]).permutation(train_idx)
         batches = [perm[i:i + cfg.batch_size] for i in range(0, len(perm), cfg.batch_size)]

@@ -19,16 +19,21 @@ measures to ``{train_dir}/{experiment}/eval/skill_{skill}.json``; ``python -m
 scripts.skill_report --policy_dir {train_dir}/{experiment}`` does it for every skill next to
 the untrained network and a uniform random policy.
 
-Motif single-reward runs (one skill, one reward model, no meta-policy)::
+Motif single-reward runs (one skill, one reward model, no meta-policy; Motif's README command)::
 
-    python -m scripts.main --env nle_fixed_eat_action --root_env NetHackScore-v1 \\
-        --reward_dir train_dir/skill_rewards/llama3_discoverer_default \\
-        --extrinsic_reward 0.1 --llm_reward 0.1 --beta_count_exponent 3 --eps_threshold_quantile 0.5 \\
-        --experiment motif_score
+    python -m scripts.main --algo APPO --env nle_fixed_eat_action --num_workers 24 \\
+        --num_envs_per_worker 20 --batch_size 4096 --reward_scale 0.1 --obs_scale 255.0 \\
+        --train_for_env_steps 2_000_000_000 --save_every_steps 10_000_000 \\
+        --keep_checkpoints 5 --stats_avg 1000 --seed 777 --reward_dir train_dir/reward_saving_dir/standard_reward/ \\
+        --experiment standard_motif --train_dir train_dir/rl_saving_dir \\
+        --extrinsic_reward 0.1 --llm_reward 0.1 --reward_encoder nle_torchbeast_encoder \\
+        --root_env NetHackScore-v1 --beta_count_exponent 3 --eps_threshold_quantile 0.5
 
 Game reward only (no reward model): ``--env nle_fixed_eat_action --root_env NetHackScore-v1
---llm_reward 0 --extrinsic_reward 1``. Either is evaluated like the skill policy, with its own
-``--experiment`` (its environment is read from the saved configuration).
+--llm_reward 0 --extrinsic_reward 1``. ``--evaluation True`` on either evaluates its ``--root_env``
+task (``{train_dir}/{experiment}/eval/{root_env}.json``: success rate, or the score); with
+``--eval_target`` one of MaestroMotif's tasks it is evaluated like the skill policy (its environment
+is read from the saved configuration).
 
 All of sample-factory's flags are accepted too (``--help`` lists them). A worker that dies ends
 the run with exit status 1; a bad configuration is reported before any worker starts (status 2).
@@ -48,12 +53,17 @@ logger = logging.getLogger("scripts.main")
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
-    from rl_baseline.sf.cfg import ConfigError, forced_skill, resolve_cfg
+    from rl_baseline.sf.cfg import ConfigError, evaluates_root_env, forced_skill, resolve_cfg
     from rl_baseline.sf.checkpoints import CheckpointError
 
     try:
         cfg = resolve_cfg(argv)  # parsed, derived and validated once; the phases take it as it is
         if cfg.evaluation:
+            if evaluates_root_env(cfg):
+                from rl_baseline.sf.motif_eval import evaluate_root_env
+
+                evaluate_root_env(cfg)
+                return 0
             if forced_skill(cfg) is not None:
                 from rl_baseline.sf.skill_eval import evaluate_skill
 

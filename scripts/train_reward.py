@@ -13,6 +13,17 @@ command again resumes from the latest checkpoint (a finished run does nothing).
 ``--reward_arch release`` (the default) trains the authors' network; ``--reward_arch small``
 our smaller char-CNN, whose sizes ``--embed_dim``/``--conv_channels``/``--hidden_dim`` set
 (giving one of them without ``--reward_arch`` also picks ``small``).
+
+Motif's layout (``--dataset_dir`` holding ``data/``, e.g. Motif's released ``motif_dataset``) is
+read in place; Motif's README command runs as written::
+
+    python -m scripts.train_reward --batch_size 1024 --num_workers 40 --reward_lr 1e-5 --num_epochs 10 \\
+        --seed 777 --dataset_dir motif_dataset --annotator llama70b_msg_defaultgoal_default \\
+        --experiment standard_reward --train_dir train_dir/reward_saving_dir
+
+The preferences are ``{dataset_dir}/preference/{annotator}.npy`` (unknown labels masked out), the
+network is Motif's (``--reward_encoder nle_torchbeast_encoder``, the default on this layout: the
+message alone) and 20% of the pairs are held out for validation, as Motif does.
 """
 from __future__ import annotations
 
@@ -22,8 +33,9 @@ import sys
 
 from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError
+from rlaif.motif_dataset import MotifLayoutError, is_motif_layout
 from rlaif.preferences import PreferenceError
-from rlaif.reward_arch import ARCHS, DEFAULT_TRAIN_ARCH
+from rlaif.reward_arch import ARCHS, DEFAULT_TRAIN_ARCH, MOTIF_REWARD_ENCODER, REWARD_ENCODERS, arch_of_reward_encoder
 from rlaif.reward_model import RewardModelConfig
 from rlaif.train_reward import RewardTrainingConfig, RewardTrainingError, train_reward
 
@@ -48,13 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skill", choices=SKILLS, default=None,
                    help="skill to train (default: read from --experiment)")
     p.add_argument("--dataset_dir", default=defaults.dataset_dir,
-                   help="folder with {skill}.npz or {skill}.pkl (default: %(default)s)")
+                   help="folder with {skill}.npz or {skill}.pkl, or a dataset in Motif's layout (data/, info/, "
+                        "preference/; its preferences are read from its preference/ folder) (default: %(default)s)")
     p.add_argument("--dataset", default=None,
                    help="explicit dataset file; overrides --dataset_dir")
     p.add_argument("--preference_dir", default=defaults.preference_dir,
-                   help="folder with the preference file {annotator}.npy (default: %(default)s)")
+                   help="folder with the preference file {annotator}.npy (default: %(default)s; Motif's layout keeps "
+                        "its own in {dataset_dir}/preference)")
     p.add_argument("--annotator", default=None,
-                   help="annotator string naming the preference file (default: the experiment name)")
+                   help="annotator string naming the preference file, e.g. llama70b_msg_defaultgoal_default (default: "
+                        "the experiment name)")
     p.add_argument("--train_dir", default=defaults.train_dir,
                    help="root folder of reward runs (default: %(default)s)")
     p.add_argument("--batch_size", type=int, default=defaults.batch_size,
@@ -68,10 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="passes over the training pairs (default: %(default)s)")
     p.add_argument("--seed", type=int, default=defaults.seed,
                    help="seed for initialization, validation split and shuffling (default: %(default)s)")
-    p.add_argument("--val_fraction", type=float, default=defaults.val_fraction,
-                   help="share of pairs held out for validation (default: %(default)s)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=defaults.device,
-                   help="where to train; auto picks cuda when available (default: %(default)s)")
+    p.add_argument("--val_fraction", type=float, default=None,
+                   help=f"share of pairs held out for validation (default: {defaults.val_fraction}; 0.2 on Motif's "
+                        "layout, as Motif splits 80/20)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda", "gpu"), default=defaults.device,
+                   help="where to train; auto picks cuda when available; gpu is cuda (sample-factory's spelling) "
+                        "(default: %(default)s)")
     p.add_argument("--save_every", type=int, default=defaults.save_every,
                    help="also save every N iterations (0: only at the end of each epoch; default: %(default)s)")
     p.add_argument("--keep_checkpoints", type=int, default=defaults.keep_checkpoints,
@@ -82,7 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "which only the depth change is non-zero, a 256-512 trunk; about 357k parameters); "
                         "'small' = our smaller char-CNN with global max pooling and one depth input (sized by "
                         "--embed_dim/--conv_channels/--hidden_dim). A resumed run keeps its checkpoint's "
-                        f"architecture (default: {DEFAULT_TRAIN_ARCH}, or small when a size flag is given)")
+                        f"architecture (default: {DEFAULT_TRAIN_ARCH}, or small when a size flag is given; motif on "
+                        "Motif's layout)")
+    p.add_argument("--reward_encoder", choices=tuple(REWARD_ENCODERS), default=None,
+                   help=f"Motif's name of the reward network: {MOTIF_REWARD_ENCODER} = Motif's (the release's message "
+                        "branch and trunk, no stat input; --reward_arch motif), the default on Motif's layout; "
+                        "release/small/motif name our architectures. Give it or --reward_arch, or both if they agree")
     p.add_argument("--embed_dim", type=int, default=None,
                    help=f"small model: byte embedding size (default: {model.embed_dim})")
     p.add_argument("--conv_channels", type=_int_list, default=None,
@@ -95,26 +117,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 SIZE_FLAGS = ("embed_dim", "conv_channels", "hidden_dim")
+MOTIF_VAL_FRACTION = 0.2  # Motif's random_split(0.8, 0.2)
+
+
+def _motif_layout(args: argparse.Namespace) -> bool:
+    return getattr(args, "dataset", None) is None and is_motif_layout(getattr(args, "dataset_dir", ""))
 
 
 def resolve_arch(args: argparse.Namespace) -> str:
-    """The architecture asked for: ``--reward_arch``, else small when a size flag is given, else the default.
+    """The architecture asked for: ``--reward_arch`` / ``--reward_encoder``, else small when a size flag is
+    given, else motif on Motif's layout, else the default.
 
-    Raises ValueError when ``--reward_arch release`` comes with small-model size flags."""
+    Raises ValueError when the two flags disagree or a fixed architecture comes with small-model size flags."""
     sized = [f"--{name}" for name in SIZE_FLAGS if getattr(args, name, None) is not None]
-    if args.reward_arch is None:
-        return "small" if sized else DEFAULT_TRAIN_ARCH
-    if args.reward_arch == "release" and sized:
-        raise ValueError(f"the size flag(s) {', '.join(sized)} apply only to --reward_arch small (the release "
+    asked = args.reward_arch
+    encoder = getattr(args, "reward_encoder", None)
+    if encoder is not None:
+        by_encoder = arch_of_reward_encoder(encoder)
+        if asked is not None and asked != by_encoder:
+            raise ValueError(f"--reward_encoder {encoder} is the {by_encoder} architecture but --reward_arch says {asked}")
+        asked = by_encoder
+    if asked is None:
+        if sized:
+            return "small"
+        return "motif" if _motif_layout(args) else DEFAULT_TRAIN_ARCH
+    if asked != "small" and sized:
+        raise ValueError(f"the size flag(s) {', '.join(sized)} apply only to --reward_arch small (the {asked} "
                          "architecture has fixed sizes)")
-    return args.reward_arch
+    return asked
 
 
 def config_from_args(args: argparse.Namespace) -> RewardTrainingConfig:
     base = RewardModelConfig()
     arch = resolve_arch(args)
-    if arch == "release":
-        model = RewardModelConfig(arch="release")
+    if arch != "small":
+        model = RewardModelConfig(arch=arch)
     else:
         channels = tuple(args.conv_channels) if args.conv_channels is not None else base.conv_channels
         kernels, pools = base.kernel_sizes, base.pool_sizes
@@ -131,7 +168,9 @@ def config_from_args(args: argparse.Namespace) -> RewardTrainingConfig:
         experiment=args.experiment, skill=args.skill, dataset_dir=args.dataset_dir, dataset_path=args.dataset,
         preference_dir=args.preference_dir, annotator=args.annotator, train_dir=args.train_dir,
         batch_size=args.batch_size, num_workers=args.num_workers, reward_lr=args.reward_lr,
-        num_epochs=args.num_epochs, seed=args.seed, val_fraction=args.val_fraction, device=args.device,
+        num_epochs=args.num_epochs, seed=args.seed, device="cuda" if args.device == "gpu" else args.device,
+        val_fraction=args.val_fraction if args.val_fraction is not None else (
+            MOTIF_VAL_FRACTION if _motif_layout(args) else RewardTrainingConfig().val_fraction),
         save_every=args.save_every, keep_checkpoints=args.keep_checkpoints, model=model,
         progress=not args.no_progress,
     )
@@ -148,7 +187,7 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         cfg = config_from_args(args)
         result = train_reward(cfg)
-    except (RewardTrainingError, DatasetError, PreferenceError, FileNotFoundError, ValueError) as exc:
+    except (RewardTrainingError, DatasetError, PreferenceError, MotifLayoutError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     if result.get("already_finished"):

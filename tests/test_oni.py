@@ -308,7 +308,8 @@ def test_onis_readme_command_parses_to_onis_settings(tmp_path):
     assert cfg.llm_server_port == 9001 and cfg.msg_max_keys == -1 and cfg.max_episode_steps == 5000
     assert cfg.with_wandb and cfg.wandb_user == "E" and cfg.wandb_project == "P"
     env = SkillEnvConfig.from_cfg(cfg)
-    assert env.online_reward_type == "online_cls" and env.game_reward_clip == 10.0
+    # ONI's reward: the game reward unscaled (its --reward_scale 1), clipped to [-10, 10], times 0.1
+    assert cfg.game_reward_scale == 1.0 and env.online_reward_type == "online_cls" and env.game_reward_clip == 10.0
     assert env.online_store_dir == str(tmp_path / "default" / "oni") and len(env.online_goals) == 1
 
 

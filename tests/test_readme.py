@@ -35,7 +35,7 @@ def test_readme_shows_every_phase():
     shown = {argv[2] for argv in COMMANDS}
     for script in ("scripts.pipeline", "scripts.collect_dataset", "scripts.import_ttyrecs", "scripts.annotate_pairs",
                    "scripts.train_reward", "scripts.inspect_reward", "scripts.generate_code", "scripts.combine",
-                   "scripts.main", "scripts.report"):
+                   "scripts.main", "scripts.report", "scripts.annotate_pairs_dataset", "scripts.export_dataset"):
         assert script in shown, f"README.md shows no `python -m {script}` command"
 
 

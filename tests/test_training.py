@@ -257,39 +257,57 @@ def test_motif_command_line_is_single_skill():
 
 
 def test_motif_task_reward_and_continual_variant():
-    from rl_baseline.sf.env import MotifTaskReward
+    """Motif's staircase tasks: success is a step that shows "You descend the stairs." and arrives on the
+    task's dungeon level (a trapdoor's fall does not count); it pays 50; the Continual variant pays once and
+    goes on; the score task keeps the game's reward and reports the in-game score as true_objective."""
+    from rl_baseline.sf.env import DESCEND_MESSAGE, TASK_REWARD, MotifTaskReward
 
-    class Depths(gym.Env):
-        def __init__(self):
+    class Levels(gym.Env):
+        def __init__(self, steps):
             self.action_space = gym.spaces.Discrete(2)
             self.observation_space = gym.spaces.Dict({})
-            self.depths = [1, 2, 3, 3]
+            self.steps = steps  # (dungeon level, messages shown during the step)
 
-        def _o(self, d):
+        def _o(self, level):
             bl = np.zeros(27, dtype=np.int64)
-            bl[12] = d
-            return {"blstats": bl, "glyphs": np.zeros((21, 79), dtype=np.int16)}
+            bl[12] = bl[24] = level
+            bl[9] = 10 * level
+            return {"blstats": bl, "glyphs": np.zeros((21, 79), dtype=np.int16), "message": np.zeros(256, np.uint8)}
 
         def reset(self, **kw):
             self.t = 0
             return self._o(1), {}
 
         def step(self, a):
-            d = self.depths[self.t]
+            level, messages = self.steps[self.t]
             self.t += 1
-            return self._o(d), 5.0, self.t == len(self.depths), False, {}
+            return self._o(level), 5.0, self.t == len(self.steps), False, {"messages": messages}
 
-    env = MotifTaskReward(Depths(), "NetHackStaircaseLvl3-v1")
+    script = [(2, ["There is a trap door here.", "You fall through..."]), (2, []), (3, [DESCEND_MESSAGE]),
+              (3, []), (4, [DESCEND_MESSAGE])]
+    env = MotifTaskReward(Levels(script), "NetHackStaircaseLvl3-v1")
     env.reset()
-    out = [env.step(0)[1:3] for _ in range(2)] + [env.step(0)[1:3]]
-    assert out == [(0.0, False), (0.0, False), (1.0, True)]
-    cont = MotifTaskReward(Depths(), "NetHackStaircaseContinual-v1")
+    out = [env.step(0) for _ in range(3)]
+    assert [(r, t) for _, r, t, _, _ in out] == [(0.0, False), (0.0, False), (TASK_REWARD, True)] and TASK_REWARD == 50
+    assert out[2][4]["task_success"] and out[2][4]["true_objective"] == 1.0 and out[1][4]["true_objective"] == 0.0
+    # the descent message stays in the observed message (the reward model reads it), as in Motif's env
+    assert bytes(out[2][0]["message"][:len(DESCEND_MESSAGE)]).decode() == DESCEND_MESSAGE
+    # a staircase task succeeds only on its own level: level 2 reached by a fall, then stairs to 3 -- not 2
+    stair = MotifTaskReward(Levels(script), "NetHackStaircase-v1")
+    stair.reset()
+    assert [stair.step(0)[1] for _ in range(5)] == [0.0] * 5
+    cont = MotifTaskReward(Levels(script), "NetHackStaircaseLvl3Continual-v1")
     cont.reset()
-    steps = [cont.step(0)[1:3] for _ in range(4)]
-    assert steps == [(0.0, False), (1.0, False), (0.0, False), (0.0, True)]
-    score = MotifTaskReward(Depths(), "NetHackScore-v1")
+    steps = [cont.step(0) for _ in range(5)]
+    assert [(r, t) for _, r, t, _, _ in steps] == [(0.0, False), (0.0, False), (TASK_REWARD, False), (0.0, False),
+                                                    (0.0, True)]
+    assert steps[-1][4]["true_objective"] == 1.0  # the episode still counts as a success
+    score = MotifTaskReward(Levels(script), "NetHackScore-v1")
     score.reset()
-    assert score.step(0)[1] == 5.0
+    _, reward, _, _, info = score.step(0)
+    assert reward == 5.0 and info["true_objective"] == 20.0
+    with pytest.raises(ValueError, match="unknown root env"):
+        MotifTaskReward(Levels(script), "NetHackOracleContinual-v1")  # not one of Motif's environments
 
 
 def test_motif_env_and_model_run_one_step_in_process():
@@ -317,7 +335,7 @@ def test_motif_env_and_model_run_one_step_in_process():
     action = int(out["actions"].reshape(-1)[0])
     assert 0 <= action < env.action_space.n
     _, reward, terminated, truncated, info = env.step(action)
-    assert reward in (0.0, 10.0) and "true_objective" in info
+    assert reward in (0.0, 50.0) and "true_objective" in info
     env.close()
 
 

@@ -22,10 +22,19 @@ release flag                  here
 ``--eval_target none``        no meta-policy: one skill for the whole episode
 ``--code_seed -1``            same as ``--eval_target none`` for the meta-policy
 ``5_000_000_000``             integer flags accept Python's digit separators
+``--reward_encoder``          Motif's name of the reward network
+                              (``nle_torchbeast_encoder``: our ``motif`` architecture);
+                              checked against each reward model's checkpoint
 ``--wandb True``              ONI's spelling of ``--with_wandb`` (``--wandb_entity``:
                               ``--wandb_user``, ``--wandb_proj``: ``--wandb_project``); the
                               run is started by :mod:`rl_baseline.sf.wandb_run`
 ============================  =====================================================
+
+Motif's single-reward runs (``--env nle_fixed_eat_action``) take Motif's ``--root_env`` tasks
+(:data:`ROOT_ENVS`) and its episode limit, NLE's default of 5,000 steps, unless
+``--max_episode_steps`` says otherwise; ``--evaluation True`` on such a run evaluates the
+root environment's task (:mod:`rl_baseline.sf.motif_eval`) unless ``--eval_target`` names a
+MaestroMotif task.
 
 Resolution, once per entry point (:func:`resolve_cfg`, :func:`resolve_experiment_cfg`):
 
@@ -73,6 +82,8 @@ ENV_ALIASES = {
     "nle_fixed_eat_action": MOTIF_ENV,
     "motif": MOTIF_ENV,
 }
+#: Motif's root environments (the ids its rl_baseline/tasks_nle.py registers); the Continual ones
+#: are its intrinsic-only variants, whose episodes end only when the hero dies (or at the step limit)
 ROOT_ENVS = (
     "NetHackScore-v1",
     "NetHackStaircase-v1",
@@ -80,13 +91,14 @@ ROOT_ENVS = (
     "NetHackStaircaseLvl4-v1",
     "NetHackOracle-v1",
     "NetHackOracleSober-v1",
-    "NetHackScoreContinual-v1",
     "NetHackStaircaseContinual-v1",
     "NetHackStaircaseLvl3Continual-v1",
     "NetHackStaircaseLvl4Continual-v1",
-    "NetHackOracleContinual-v1",
-    "NetHackOracleSoberContinual-v1",
 )
+#: episode limits: the skill environment's (the paper's 10,000) and Motif's (NLE's default, which its
+#: environments kept)
+SKILL_EPISODE_STEPS = 10_000
+MOTIF_EPISODE_STEPS = 5_000
 ONI_ENVS = (
     "NetHackScoreExtendedActions-v1",
     "NetHackOracleExtendedActions-v1",
@@ -102,6 +114,7 @@ WANDB_SPELLINGS = {"--wandb": "--with_wandb", "--wandb_entity": "--wandb_user", 
 # (--with_wandb is sample-factory's flag; the run is started by rl_baseline.sf.wandb_run, not by sample-factory)
 ONI_DIR = "oni"  # under {train_dir}/{experiment}: the online labels, networks and statistics
 NO_TASK = "none"
+SF1_REWARD_CLIP = 10.0  # sample-factory 1's --reward_clip, applied after --reward_scale by Motif's and ONI's actors
 DEFAULT_QUANTILES = "[0.95,0.85,0.85,0.85,0.85]"  # paper: 95th for the discoverer, 85th for the others
 
 PAPER_DEFAULTS: dict[str, Any] = dict(
@@ -165,13 +178,20 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                    help=f"number of skills (first N of {', '.join(SKILLS)}); default {NUM_SKILLS} for the "
                         f"skill env, 1 for {MOTIF_ENV}")
     g.add_argument("--max_episode_steps", type=int, default=None,
-                   help="episode step limit (default 10,000; 5,000 for ONI's ExtendedActions environments)")
+                   help=f"episode step limit (default {SKILL_EPISODE_STEPS} for the skill env, {MOTIF_EPISODE_STEPS} "
+                        f"-- NLE's default, as in Motif -- for {MOTIF_ENV})")
     g.add_argument("--code_seed", type=int, default=42,
                    help="meta-policy variant: rl_baseline/meta_policies/{task}/seed{code_seed}; -1 means none")
     g.add_argument("--meta_policy_root", type=str, default=None,
                    help="directory holding {task}/seed{N}/execution.py (default: rl_baseline/meta_policies)")
     g.add_argument("--root_env", type=str, default="NetHackScore-v1",
-                   help=f"task of the {MOTIF_ENV} environment: one of {', '.join(ROOT_ENVS)}")
+                   help=f"task of the {MOTIF_ENV} environment: one of {', '.join(ROOT_ENVS)} (Motif uses "
+                        "--extrinsic_reward 0.1 for the score and 10.0 for the others; the Continual variants are its "
+                        "intrinsic-only runs, --extrinsic_reward 0.0)")
+    g.add_argument("--reward_encoder", type=str, default=None,
+                   help="Motif's flag naming the reward network: nle_torchbeast_encoder (Motif's message encoder, our "
+                        "'motif' architecture), or release / small / motif; every --reward_dir model must be of it "
+                        "(default: whatever each checkpoint holds)")
     g.add_argument("--evaluation", type=str2bool, default=False,
                    help="evaluate the latest checkpoint on --eval_target instead of training")
     g.add_argument("--eval_target", type=str, default="exploration",
@@ -385,6 +405,10 @@ def _with_saved_experiment(cfg: argparse.Namespace, required: bool) -> argparse.
 
 def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
     """Values computed from flags; running it again on its own output changes nothing."""
+    explicit = getattr(cfg, "cli_args", None) or {}
+    if (cfg.env == MOTIF_ENV and cfg.root_env in ONI_ENVS and "reward_scale" not in explicit
+            and getattr(cfg, "game_reward_scale", None) is None):
+        cfg.reward_scale = 1.0  # ONI's default (the paper default 0.1 is MaestroMotif's and Motif's)
     if float(cfg.reward_scale) != 1.0:
         # the release's --reward_scale scales the game reward only; the skill reward enters unscaled
         # (sample-factory 2 would scale the env's whole reward, making --llm_reward 0.1 an effective 0.01)
@@ -399,11 +423,10 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
     if cfg.num_skills is None:
         cfg.num_skills = NUM_SKILLS if cfg.env == SKILL_ENV else 1
     oni_env = cfg.env == MOTIF_ENV and cfg.root_env in ONI_ENVS
-    if cfg.max_episode_steps is None:
-        cfg.max_episode_steps = 5000 if oni_env else 10000  # ONI's environments keep NLE's limit
+    if getattr(cfg, "max_episode_steps", None) is None:
+        cfg.max_episode_steps = MOTIF_EPISODE_STEPS if cfg.env == MOTIF_ENV else SKILL_EPISODE_STEPS
     cfg.eval_skill = getattr(cfg, "eval_skill", NO_TASK) or NO_TASK
     reward_type = getattr(cfg, "llm_reward_type", None)
-    explicit = getattr(cfg, "cli_args", None) or {}
     if reward_type in ONLINE_REWARD_TYPES:
         cfg.online_store_dir = os.path.join(cfg.train_dir, cfg.experiment, ONI_DIR)
         if oni_env and "msg_max_keys" not in explicit:
@@ -463,6 +486,13 @@ def check_command_line(cfg: argparse.Namespace) -> None:
         raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
     if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
         raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
+    if getattr(cfg, "reward_encoder", None) is not None:
+        from rlaif.reward_arch import arch_of_reward_encoder
+
+        try:
+            arch_of_reward_encoder(cfg.reward_encoder)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
     eval_skill = getattr(cfg, "eval_skill", NO_TASK) or NO_TASK
     if eval_skill != NO_TASK and eval_skill not in SKILLS:
         raise ConfigError(f"--eval_skill {eval_skill!r}: expected one of {', '.join(SKILLS)} or none")
@@ -497,11 +527,13 @@ def check_flags(cfg: argparse.Namespace) -> None:
         raise ConfigError(f"--eval_start_depth {cfg.eval_start_depth}: a dungeon level from 1 to 50, or -1")
     if eval_skill != NO_TASK and not cfg.evaluation:
         raise ConfigError("--eval_skill holds the policy on one skill during evaluation: pass --evaluation True")
-    if cfg.evaluation and eval_skill == NO_TASK and cfg.eval_target not in EVAL_TASKS:
+    if cfg.evaluation and eval_skill == NO_TASK and cfg.eval_target not in EVAL_TASKS and cfg.env != MOTIF_ENV:
         raise ConfigError(
             f"--evaluation True needs --eval_target set to an evaluation task ({', '.join(EVAL_TASKS)}), "
             f"got {cfg.eval_target!r}"
         )
+    if int(cfg.max_episode_steps) < 1:
+        raise ConfigError(f"--max_episode_steps must be at least 1, got {cfg.max_episode_steps}")
     try:
         check_msg_max_keys(cfg.msg_max_keys)
     except RewardConfigError as exc:
@@ -558,6 +590,17 @@ def check_files(cfg: Any) -> list[float]:
                 thresholds.append(float(model.threshold(q)))
             except ValueError as exc:
                 raise ConfigError(f"--eps_threshold_quantile {q} for {d}: {exc}") from exc
+        if getattr(cfg, "reward_encoder", None) is not None:
+            from rlaif.reward_arch import arch_of_reward_encoder
+
+            want = arch_of_reward_encoder(cfg.reward_encoder)
+            for d, model in zip(cfg.reward_dirs, models):
+                arch = getattr(model.model.config, "arch", None)
+                if arch != want:
+                    raise ConfigError(f"--reward_encoder {cfg.reward_encoder} is the {want} reward network, but {d} "
+                                      f"holds a {arch} one ({model.checkpoint_path}); train it with "
+                                      f"python -m scripts.train_reward --reward_encoder {cfg.reward_encoder}, or drop "
+                                      "--reward_encoder")
     if uses_meta_policy(cfg):
         from rl_baseline.skills.meta_policy import load
 
@@ -646,6 +689,15 @@ def eval_start_depth(cfg: Any) -> int:
     return depth
 
 
+def evaluates_root_env(cfg: Any) -> bool:
+    """``--evaluation True`` of a Motif run (``--env nle_fixed_eat_action``) without a MaestroMotif task or a
+    forced skill: the success of its ``--root_env`` task (:mod:`rl_baseline.sf.motif_eval`)."""
+    from common.vocabulary import EVAL_TASKS
+
+    return bool(cfg.evaluation) and cfg.env == MOTIF_ENV and cfg.eval_target not in EVAL_TASKS and \
+        forced_skill(cfg) is None
+
+
 def uses_meta_policy(cfg: Any) -> bool:
     return (cfg.env == SKILL_ENV and cfg.num_skills > 1 and cfg.eval_target != NO_TASK and cfg.code_seed >= 0
             and forced_skill(cfg) is None)
@@ -662,7 +714,7 @@ class SkillEnvConfig:
 
     env: str = SKILL_ENV
     root_env: str = "NetHackScore-v1"
-    max_episode_steps: int = 10000
+    max_episode_steps: int = SKILL_EPISODE_STEPS
     num_skills: int = NUM_SKILLS
     task: Optional[str] = "exploration"
     code_seed: int = 42
@@ -684,7 +736,8 @@ class SkillEnvConfig:
     online_goals: tuple[str, ...] = ()
     classification_threshold: float = 0.5
     bow_threshold: float = -0.5
-    # ONI's environments clip the game reward to [-10, 10] before its coefficient (sample-factory 1's reward_clip)
+    # Motif's and ONI's sample-factory 1 clipped the scaled game reward to [-10, 10] (its --reward_clip)
+    # before the coefficient: the clip of the raw game reward is 10 / --reward_scale
     game_reward_clip: Optional[float] = None
 
     @classmethod
@@ -711,7 +764,8 @@ class SkillEnvConfig:
             online_goals=online_goals(cfg),
             classification_threshold=float(getattr(cfg, "classification_threshold", 0.5)),
             bow_threshold=float(getattr(cfg, "bow_threshold", -0.5)),
-            game_reward_clip=10.0 if cfg.env == MOTIF_ENV and cfg.root_env in ONI_ENVS else None,
+            game_reward_clip=(SF1_REWARD_CLIP / float(getattr(cfg, "game_reward_scale", 1.0) or 1.0)
+                              if cfg.env == MOTIF_ENV else None),
         )
 
 

@@ -5,16 +5,24 @@ intrinsic reward + skill one-hot observation).
 
 ``nle_fixed_eat_action`` (Motif single-reward runs): the same Monk environment with a
 task reward chosen by ``--root_env``, one skill, one reward model, no meta-policy.
-How the root environments are read here:
+The root environments, as Motif's ``rl_baseline/tasks_nle.py`` defines them:
 
-* ``NetHackScore-v1``: the in-game score increase (the Monk env's own reward);
-* ``NetHackStaircase-v1``: reward 1 and success when the hero first goes down a level;
-* ``NetHackStaircaseLvl3-v1`` / ``Lvl4``: reward 1 and success on reaching dungeon level 3 / 4;
-* ``NetHackOracle-v1``: reward 1 and success when the Oracle is next to the hero (NLE's test);
-* ``NetHackOracleSober-v1``: as Oracle, but it only counts while the hero is not
-  hallucinating (a hallucinating hero sees random monsters, which Motif's agents
-  learned to exploit to fake meeting the Oracle);
-* ``...Continual-v1``: success pays its reward once but does not end the episode.
+* ``NetHackScore-v1``: the in-game score increase with NLE's time penalty (the Monk env's own reward);
+* ``NetHackStaircase-v1``: reward 50 and success when a step shows "You descend the stairs." and
+  the hero arrives on level 2 of its dungeon (NLE's dungeon level, ``blstats[24]``); no time penalty;
+* ``NetHackStaircaseLvl3-v1`` / ``Lvl4``: the same for level 3 / 4;
+* ``NetHackOracle-v1``: reward 50 and success when the Oracle is on a square next to the hero;
+* ``NetHackOracleSober-v1``: as Oracle, but not while the hero hallucinates (a hallucinating hero
+  sees random monsters, which Motif's agents learned to exploit to fake meeting the Oracle);
+* ``NetHackStaircaseContinual-v1``, ``...Lvl3Continual-v1``, ``...Lvl4Continual-v1`` (Motif's
+  intrinsic-only runs): success pays its reward once and the episode goes on until the hero dies
+  (or the step limit).
+
+Success episodes end there (the non-continual tasks), and every step's ``info["true_objective"]``
+is 1.0 once the task was reached (Score: the in-game score), which sample-factory logs per episode
+as ``true_objective``: Motif's success statistic. As Motif's environment does, a "You descend the
+stairs." shown during a step (behind a --More--) stays in that step's observed message, so the
+reward model reads it.
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ import gymnasium as gym
 import numpy as np
 
 from common.nethack import blstats as B
+from common.nethack.messages import encode_message
 from rl_baseline.sf.cfg import MOTIF_ENV, SKILL_ENV, SkillEnvConfig
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, build_intrinsic_reward
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
@@ -50,33 +59,43 @@ def _oracle_glyph() -> int:
     raise RuntimeError("NLE has no Oracle monster glyph")
 
 
+#: NetHack 3.6's message for an ordinary walk down a staircase (what Motif's staircase tasks look for)
+DESCEND_MESSAGE = "You descend the stairs."
+#: reward of reaching a task's goal (Motif's tasks pay 50; ``--extrinsic_reward`` weighs it)
+TASK_REWARD = 50.0
+#: dungeon level of each staircase task's goal
+STAIRCASE_LEVELS = {"Staircase": 2, "StaircaseLvl3": 3, "StaircaseLvl4": 4}
+MOTIF_TASKS = ("Score", "Staircase", "StaircaseLvl3", "StaircaseLvl4", "Oracle", "OracleSober")
+
+
 class MotifTaskReward(gym.Wrapper):
-    """Task reward and termination of the Motif root environments (see the module docstring)."""
+    """Task reward, termination and success statistic of Motif's root environments (module docstring)."""
 
     def __init__(self, env: gym.Env, root_env: str) -> None:
         super().__init__(env)
         name = root_env.replace("NetHack", "").replace("-v1", "")
         self.continual = name.endswith("Continual")
         self.task = name[: -len("Continual")] if self.continual else name
-        if self.task not in ("Score", "Staircase", "StaircaseLvl3", "StaircaseLvl4", "Oracle", "OracleSober"):
+        if self.task not in MOTIF_TASKS or (self.continual and self.task not in STAIRCASE_LEVELS):
             raise ValueError(f"unknown root env {root_env!r}")
         self.achieved = False
-        self.start_depth = 1
 
     def reset(self, **kwargs: Any):
         obs, info = self.env.reset(**kwargs)
         self.achieved = False
-        self.start_depth = int(obs["blstats"][B.BL_DEPTH])
         return obs, info
 
-    def _success(self, obs: dict) -> bool:
-        depth = int(obs["blstats"][B.BL_DEPTH])
-        if self.task == "Staircase":
-            return depth > self.start_depth
-        if self.task == "StaircaseLvl3":
-            return depth >= 3
-        if self.task == "StaircaseLvl4":
-            return depth >= 4
+    @staticmethod
+    def _descended(info: dict) -> bool:
+        messages = info.get("messages")
+        if messages is None:  # an env without the Monk env's info (tests): the step's message
+            messages = [info.get("message", "")]
+        return any(DESCEND_MESSAGE in m for m in messages)
+
+    def _success(self, obs: dict, info: dict) -> bool:
+        if self.task in STAIRCASE_LEVELS:
+            level = int(obs["blstats"][B.BL_DUNGEON_LEVEL])
+            return level == STAIRCASE_LEVELS[self.task] and self._descended(info)
         x, y = int(obs["blstats"][B.BL_X]), int(obs["blstats"][B.BL_Y])
         near = obs["glyphs"][max(y - 1, 0) : y + 2, max(x - 1, 0) : x + 2]
         if not np.any(near == _oracle_glyph()):
@@ -87,14 +106,30 @@ class MotifTaskReward(gym.Wrapper):
             return not (int(obs["blstats"][B.BL_CONDITION]) & nethack.BL_MASK_HALLU)
         return True
 
+    @staticmethod
+    def _keep_descent_message(obs: dict, info: dict) -> dict:
+        """The step's observation with "You descend the stairs." as its message when the game showed it
+        during the step and the message on screen is another (Motif's environment keeps it too)."""
+        messages = info.get("messages") or ()
+        if DESCEND_MESSAGE not in messages or not isinstance(obs, dict) or "message" not in obs:
+            return obs
+        current = bytes(np.asarray(obs["message"], dtype=np.uint8)).split(b"\0", 1)[0]
+        if DESCEND_MESSAGE.encode() in current:
+            return obs
+        obs = dict(obs)  # NLE reuses its arrays: never write into them
+        obs["message"] = encode_message(DESCEND_MESSAGE)
+        return obs
+
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
+        obs = self._keep_descent_message(obs, info)
         if self.task == "Score":
+            info["true_objective"] = float(obs["blstats"][B.BL_SCORE])
             return obs, reward, terminated, truncated, info
         task_reward = 0.0
-        if not self.achieved and self._success(obs):
+        if not self.achieved and not terminated and self._success(obs, info):
             self.achieved = True
-            task_reward = 1.0
+            task_reward = TASK_REWARD
             info["task_success"] = True
             if not self.continual:
                 terminated = True
