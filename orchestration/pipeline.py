@@ -35,6 +35,7 @@ from typing import Callable, Optional, Sequence
 
 from common.llm import ANNOTATOR_MODEL, CODER_MODEL
 from common.vocabulary import EVAL_TASKS, SKILLS
+from orchestration.baselines import baseline_phases
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,8 @@ class PipelineConfig:
     skill_report_episodes: int = 2
     # the evaluation target whose first episode is also saved as a GIF ("" for none)
     video_target: str = "goldenexit"
+    # the paper's baselines and ablations to run too (orchestration.baselines), after the skills' phases
+    baselines: tuple[str, ...] = ()
 
     @property
     def out(self) -> Path:
@@ -188,6 +191,11 @@ def make_config(preset: str, **overrides: object) -> PipelineConfig:
     bad = [t for t in cfg.eval_targets if t not in EVAL_TASKS]
     if bad:
         raise PipelineError(f"unknown eval target(s) {', '.join(bad)}; valid: {', '.join(EVAL_TASKS)}")
+    from orchestration.baselines import available
+
+    bad = [b for b in cfg.baselines if b not in available()]
+    if bad:
+        raise PipelineError(f"unknown baseline(s) {', '.join(bad)}; valid: {', '.join(available()) or 'none yet'}")
     bad = [s for s in cfg.skills if s not in SKILLS]
     if bad:
         raise PipelineError(f"unknown skill(s) {', '.join(bad)}; valid: {', '.join(SKILLS)}")
@@ -361,6 +369,7 @@ def _small_plan(cfg: PipelineConfig) -> list[Phase]:
                           "--eval_num_envs", str(cfg.eval_num_envs)] + (["--save_video", "True"] if video else []),
             outputs=[str(stem.with_suffix(".json"))] + ([str(stem.with_suffix(".gif"))] if video else []),
         ))
+    out += baseline_phases(cfg)
     if cfg.skill_report_episodes > 0:
         out.append(Phase(
             "skill_report", "eval", "scripts.skill_report",
@@ -439,6 +448,7 @@ def _paper_plan(cfg: PipelineConfig) -> list[Phase]:
         note="one array task per evaluation target; the release's protocol (480 games, 3M env steps, "
              "mean over the last 1000 finished episodes)",
     ))
+    out += baseline_phases(cfg)
     out.append(Phase("report", "report", "scripts.report", ["--train_dir", cfg.out_dir, "--out", cfg.report_dir]))
     return out
 

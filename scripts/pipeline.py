@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated evaluation targets (default: all of {','.join(EVAL_TASKS)})")
     g.add_argument("--annotate_chunks", type=int, default=None, help="annotation chunks per skill (paper plan)")
     g.add_argument("--device", default=None, help="device of skill training: cpu or gpu")
+    g.add_argument("--baselines", type=_csv, default=None,
+                   help="the paper's baselines and ablations to run too, comma-separated, or 'all' (see "
+                        "orchestration/baselines.py; default: none)")
     c = p.add_argument_group("meta-policy check (the pipeline's check phase)")
     c.add_argument("--check_meta_policies", action="store_true",
                    help="only check the meta-policy modules (code check + reference unit test in the sandbox)")
@@ -114,6 +117,16 @@ BANNER = """\
 ================================================================================"""
 
 
+def _baselines(names: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if names is None:
+        return None
+    if names == ("all",):
+        from orchestration.baselines import available
+
+        return tuple(available())
+    return tuple(names)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -125,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         num_envs_per_worker=args.num_envs_per_worker, max_episode_steps=args.max_episode_steps,
         eval_episodes=args.eval_episodes, eval_num_envs=args.eval_num_envs, eval_targets=args.eval_targets,
         annotate_chunks=args.annotate_chunks, device=args.device, code_seed=args.code_seed,
+        baselines=_baselines(args.baselines),
     )
     try:
         cfg = make_config(args.preset, **overrides)
