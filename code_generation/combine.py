@@ -67,7 +67,7 @@ def _find_methods(path: Path) -> list[tuple[str, str]]:
     top level; methods given inside a class are taken out of it)."""
     if not path.is_file():
         raise CombineError(f"part not found: {path}")
-    text = path.read_text(encoding="utf-8")
+    text = _read_part(path)
     module_part = split_unit_test(text)[0]
     try:
         tree = ast.parse(module_part)
@@ -84,6 +84,13 @@ def _find_methods(path: Path) -> list[tuple[str, str]]:
         elif isinstance(node, ast.FunctionDef):
             found.append((node.name, "\n".join(lines[node.lineno - 1:node.end_lineno])))
     return found
+
+
+def _read_part(path: Path) -> str:
+    from common.file_errors import read_text
+
+    return read_text(path, "Python source file", "Generate it again (python -m scripts.generate_code) or restore it",
+                     CombineError)
 
 
 def _methods(path: Path, names: tuple[str, ...]) -> str:
@@ -176,7 +183,7 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
         if not source.is_file():
             raise CombineError(f"no generated code at {source}; run `python -m scripts.generate_code "
                                f"--task {task} --seed {seed}` first")
-    policy = split_unit_test(source.read_text(encoding="utf-8"))[0]
+    policy = split_unit_test(_read_part(source))[0]
     try:
         tree = ast.parse(policy)
     except SyntaxError as exc:
@@ -247,7 +254,8 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
         result = run_in_sandbox(text, limits, required_methods=FULL_METHODS, prelude=[harness], extra_sources=[test])
         output = result.feedback()
         if not result.ok and not force:
-            raise CombineError(f"combined module for {task} seed {seed} fails its unit test "
+            source = Path(gen_dir) / task / f"_seed{seed}" / "execution.py"
+            raise CombineError(f"combined module for {task} seed {seed} (from {source}) fails its unit test "
                                f"(use --force to write it anyway):\n{output[-3000:]}")
     target = Path(out_root) / task / f"seed{seed}" / "execution.py"
     written = True

@@ -131,16 +131,22 @@ class ReplayBackend(Backend):
             raise BackendError(f"replay transcript not found: {path}")
         self.path = path
         self.answers: list[str] = []
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError as exc:
-                    raise BackendError(f"{path}:{number}: not a JSON line ({exc})") from exc
-                if record.get("role") == "assistant":
-                    self.answers.append(str(record.get("content", "")))
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BackendError(f"{path}: not a readable replay transcript (JSON lines of a generation run; "
+                               f"{type(exc).__name__}); record it again or restore it") from None
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise BackendError(f"{path}:{number}: not a JSON line ({exc}); record it again or restore it") from exc
+            if not isinstance(record, dict):
+                raise BackendError(f"{path}:{number}: not a record of a transcript (a JSON object); record it again")
+            if record.get("role") == "assistant":
+                self.answers.append(str(record.get("content", "")))
         self.position = 0
 
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:

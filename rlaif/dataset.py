@@ -146,26 +146,38 @@ def dataset_from_records(records: Sequence[dict], meta: dict | None = None) -> O
     return ObservationDataset(messages, stats, dict(meta or {"source": "pkl"}))
 
 
+_DATASET_REMEDY = ("Collect it again (python -m scripts.collect_dataset --skill SKILL --force), or put back the "
+                   "file you downloaded")
+
+
 def load_dataset(path: str | os.PathLike) -> ObservationDataset:
-    """Loads ``.npz`` (no pickles) or the authors' ``.pkl`` (restricted unpickler)."""
+    """Loads ``.npz`` (no pickles) or the authors' ``.pkl`` (restricted unpickler); any damage, or a
+    file of another kind, is a :class:`DatasetError` naming the file."""
+    from common.file_errors import check_array, load_npz, reading
+
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"dataset file not found: {path}")
     if path.suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                missing = {"messages", "stats"} - set(data.files)
-                if missing:
-                    raise DatasetError(f"{path}: missing arrays {sorted(missing)}")
-                meta = json.loads(str(data["meta"])) if "meta" in data.files else {}
-                return ObservationDataset(data["messages"], data["stats"], meta)
-        except (ValueError, OSError) as exc:
-            if isinstance(exc, DatasetError):
-                raise
-            raise DatasetError(f"{path}: cannot read dataset ({exc})") from exc
+        what = "observation dataset (.npz with messages [N, 2, 256] uint8 and stats [N, 2, 6])"
+        arrays = load_npz(path, ("messages", "stats"), what, _DATASET_REMEDY, DatasetError)
+        messages = check_array(arrays["messages"], path, what, _DATASET_REMEDY, DatasetError, "u",
+                               (None, 2, MESSAGE_LEN))
+        stats = check_array(arrays["stats"], path, what, _DATASET_REMEDY, DatasetError, "iu",
+                            (messages.shape[0], 2, len(STAT_FIELDS)))
+        meta: Any = {}
+        if "meta" in arrays:
+            with reading(path, what + " (its meta entry)", _DATASET_REMEDY, DatasetError):
+                meta = json.loads(str(arrays["meta"]))
+        return ObservationDataset(messages, stats, meta if isinstance(meta, dict) else {})
     if path.suffix == ".pkl":
-        records = restricted_pickle_load(path.read_bytes())
-        return dataset_from_records(records, {"source": f"pkl:{path.name}"})
+        what = "released dataset (.pkl: a list of samples with msg_strs and stats_list)"
+        with reading(path, what, _DATASET_REMEDY, DatasetError):
+            records = restricted_pickle_load(path.read_bytes())
+        try:
+            return dataset_from_records(records, {"source": f"pkl:{path.name}"})
+        except DatasetError as exc:
+            raise DatasetError(f"{path}: not a readable {what} ({exc}). {_DATASET_REMEDY}") from None
     raise DatasetError(f"{path}: unsupported dataset extension (use .npz or .pkl)")
 
 

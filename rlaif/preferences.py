@@ -43,11 +43,14 @@ def load_preferences(path: str | os.PathLike, num_pairs: int | None = None) -> n
     path = Path(path)
     if not path.exists():
         raise PreferenceError(f"preference file not found: {path}")
+    from common.file_errors import load_npy
+
+    remedy = "Annotate the dataset again (python -m scripts.annotate_pairs ... --ignore_existing)"
+    labels = load_npy(path, "preference file (.npy, one integer label 0-3 per pair)", remedy, PreferenceError)
     try:
-        labels = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise PreferenceError(f"{path}: cannot read preference file ({exc})") from exc
-    return validate_preferences(labels, num_pairs, str(path))
+        return validate_preferences(labels, num_pairs, str(path))
+    except PreferenceError as exc:
+        raise PreferenceError(f"{exc}. {remedy}") from None
 
 
 def save_preferences(path: str | os.PathLike, labels: np.ndarray, dtype: Any = np.int32) -> None:

@@ -239,21 +239,32 @@ def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
 
 
 def read_quantile_csv(path: str | Path) -> dict[float, float]:
-    """The LAST row of a quantile CSV as ``{quantile (rounded to 2 decimals): normalized reward}``."""
+    """The LAST row of a quantile CSV as ``{quantile (rounded to 2 decimals): normalized reward}``.
+
+    A file cut short (its last line without its newline: the writer ends every row with one),
+    not text, or not numbers is a :class:`RewardCheckpointError` naming it."""
+    from common.file_errors import read_text
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"reward quantile file not found: {path}")
-    with path.open(newline="") as fh:
-        rows = [row for row in csv.reader(fh) if row]
+    what = "reward quantile file (a header of quantiles, then rows of normalized rewards)"
+    remedy = "Train the reward model again (python -m scripts.train_reward, same --experiment) to rewrite it"
+    text = read_text(path, what, remedy, RewardCheckpointError)
+    if text and not text.endswith("\n"):
+        raise RewardCheckpointError(f"{path}: not a readable {what} (cut short: its last line is incomplete). {remedy}")
+    rows = [row for row in csv.reader(text.splitlines()) if row]
     if len(rows) < 2:
-        raise ValueError(f"{path}: expected a header of quantiles and at least one row of values, got {len(rows)} rows")
+        raise RewardCheckpointError(f"{path}: not a readable {what} (a header and at least one row of values "
+                                    f"expected, found {len(rows)} row(s)). {remedy}")
     try:
         header = [round(float(v), 2) for v in rows[0]]
         values = [float(v) for v in rows[-1]]
     except ValueError as exc:
-        raise ValueError(f"{path}: non-numeric entry ({exc})") from exc
+        raise RewardCheckpointError(f"{path}: not a readable {what} (non-numeric entry: {exc}). {remedy}") from None
     if len(header) != len(values):
-        raise ValueError(f"{path}: last row has {len(values)} values for {len(header)} quantiles")
+        raise RewardCheckpointError(f"{path}: not a readable {what} (last row has {len(values)} values for "
+                                    f"{len(header)} quantiles). {remedy}")
     return dict(zip(header, values))
 
 

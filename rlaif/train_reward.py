@@ -72,6 +72,7 @@ from rlaif.reward_model import (
     METRICS_DIRNAME,
     QUANTILES_CSV,
     LoadedSkillReward,
+    RewardCheckpointError,
     RewardModel,
     RewardModelConfig,
     build_reward_model,
@@ -497,6 +498,26 @@ def _stand_in_note(pref_path: Path, data: "TrainingData") -> str:
     return ""
 
 
+def _newest_readable(existing: list[tuple[int, Path]], device: Any, unreadable: set[Path]) -> tuple[Path, dict[str, Any]]:
+    """The newest checkpoint that loads: a damaged newer one (a save cut short, a full disk) is
+    skipped with a warning naming it and left in place; none readable is an error naming them all
+    (training never starts over from zero on its own)."""
+    skipped = []
+    for _, path in reversed(existing):
+        try:
+            state = load_checkpoint(path, device)
+            if skipped:
+                logger.warning("resuming from %s, the newest readable checkpoint", path)
+            return path, state
+        except RewardCheckpointError as exc:
+            logger.warning("skipping unreadable checkpoint (left in place): %s", exc)
+            skipped.append(str(path))
+            unreadable.add(path)
+    raise RewardTrainingError(
+        f"cannot resume: none of the {len(skipped)} checkpoint(s) can be read ({', '.join(skipped)}); move them "
+        "away to train this reward model from the start, or use another --experiment")
+
+
 def _check_resume(state: dict[str, Any], cfg: RewardTrainingConfig, skill: str, ckpt: Path) -> None:
     problems = []
     if state.get("skill") != skill:
@@ -559,9 +580,9 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     existing = list_checkpoints(ckpt_dir)
     state: dict[str, Any] | None = None
+    unreadable: set[Path] = set()
     if existing:
-        ckpt = existing[-1][1]
-        state = load_checkpoint(ckpt, device)
+        ckpt, state = _newest_readable(existing, device, unreadable)
         _check_resume(state, cfg, skill, ckpt)
         tot_done = int(state["tot_num_iter"])
         if tot_done >= total_iters:
@@ -668,9 +689,17 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
             "finished": finished, "final_metrics": final,
         }
         path = ckpt_dir / f"checkpoint_{tot_done:09d}.pth"
+        if path in unreadable:
+            # the resumed run reached the iteration of a file skipped as unreadable: keep its bytes aside
+            kept = path.with_name(path.name + ".unreadable")
+            os.replace(path, kept)
+            unreadable.discard(path)
+            logger.warning("kept the unreadable %s as %s before saving iteration %d", path, kept, tot_done)
         payload = plain_numbers(payload)  # torch's safe loader refuses numpy scalars
         atomic_write(path, lambda tmp: torch.save(payload, tmp))
-        for _, old in list_checkpoints(ckpt_dir)[: -cfg.keep_checkpoints]:
+        # rotation never removes a checkpoint skipped as unreadable at resume
+        readable = [p for _, p in list_checkpoints(ckpt_dir) if p not in unreadable]
+        for old in readable[: -cfg.keep_checkpoints]:
             old.unlink(missing_ok=True)
         last_ckpt = path
         logger.info("iteration %d (epoch %.2f): train loss %.4f acc %.3f | val loss %.4f acc %.3f (%d pairs) | "

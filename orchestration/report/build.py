@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 from .evaluation import EvalResult, find_eval_results, meta_policy_error_warning, results_table
 from .plots import CURVE_PLOTS, REWARD_PNG, SUCCESS_PNG, TRAINING_PNG, plot_reward_accuracy, plot_success, plot_training
 from .rewards import RewardRun, find_reward_runs, reward_table
-from .shared import ReportError
+from .shared import SKIPPED, ReportError
 from .skill_section import SKILL_REPORT_HEADING, SKILL_REPORT_PNG, SkillReport, find_skill_reports, skill_report_section
 from .training import (
     FINAL_POINTS,
@@ -43,6 +43,7 @@ class Report:
 def build_report(roots: Sequence[str | Path], out_dir: Optional[str | Path] = None, paper: bool = True,
                  plots: bool = True) -> Report:
     """Collects everything below ``roots``; writes results.md and the plots to ``out_dir`` when given."""
+    SKIPPED.clear()
     results: list[EvalResult] = []
     reward_runs: list[RewardRun] = []
     training_runs: list[TrainingRun] = []
@@ -98,6 +99,10 @@ def build_report(roots: Sequence[str | Path], out_dir: Optional[str | Path] = No
                 parts += [f"![forced-skill evaluation of {report.experiment}]({name})", ""]
     if reward_runs:
         parts += ["## Reward models", "", reward_table(reward_runs), ""]
+    if SKIPPED:
+        parts += ["## Files skipped", "",
+                  "These input files could not be read (damaged, or of another kind) and are left out above:", ""]
+        parts += [f"- {line}" for line in SKIPPED] + [""]
     if out is not None:
         if plots:
             drawn: list[tuple[Path, str]] = []

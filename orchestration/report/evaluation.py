@@ -4,7 +4,6 @@
 (:func:`meta_policy_error_warning`)."""
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Optional, Sequence
 from common.vocabulary import EVAL_TASKS, TASK_MEASURE
 from orchestration.paper_results import NOT_COMPARABLE_NOTE, PAPER_RESULTS, format_value
 
-from .shared import ReportError, _float
+from .shared import ReportError, _float, skip
 
 # the package's logger: log lines keep the name they had before the package was split
 logger = logging.getLogger(__package__)
@@ -41,12 +40,12 @@ def _experiment_of(path: Path) -> str:
 
 def load_eval_result(path: str | Path) -> EvalResult:
     """One evaluation JSON; :class:`ReportError` naming the file when it is not one."""
+    from common.file_errors import load_json
+
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"{path}: cannot read evaluation result ({exc})") from exc
-    if not isinstance(data, dict) or "task" not in data or "mean" not in data:
+    data = load_json(path, "evaluation result (JSON written by scripts.main --evaluation True)",
+                     "Run the evaluation again to rewrite it", ReportError)
+    if "task" not in data or "mean" not in data:
         raise ReportError(f"{path}: not an evaluation result (needs at least 'task' and 'mean')")
     task = str(data["task"])
     seed = data.get("code_seed")
@@ -79,7 +78,7 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
         try:
             out.append(load_eval_result(path))
         except ReportError as exc:
-            logger.warning("%s", exc)
+            skip(path, exc)
     out.sort(key=lambda r: (r.experiment, _task_order(r.task), r.task, r.code_seed or 0))
     return out
 

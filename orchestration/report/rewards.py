@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from common.vocabulary import SKILLS
 
-from .shared import ReportError, _float, _pct
+from .shared import ReportError, _float, _pct, skip
 
 # the package's logger: log lines keep the name they had before the package was split
 logger = logging.getLogger(__package__)
@@ -46,14 +46,18 @@ def _skill_of(name: str) -> Optional[str]:
 
 
 def load_reward_metrics(path: str | Path) -> RewardRun:
+    from common.file_errors import read_text, reading
+
     path = Path(path)
-    try:
-        with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot read reward metrics ({exc})") from exc
-    if rows and not {"iteration", "val_acc"} <= set(rows[0]):
-        raise ReportError(f"{path}: not a reward metrics CSV (needs columns iteration and val_acc)")
+    what, remedy = "reward metrics CSV", "Train the reward model again (python -m scripts.train_reward) to rewrite it"
+    text = read_text(path, what, remedy, ReportError)
+    if not text.endswith("\n") or "\0" in text:  # the writer ends every row with a newline
+        raise ReportError(f"{path}: not a readable {what} (cut short or overwritten). {remedy}")
+    with reading(path, what, remedy, ReportError):
+        reader = csv.DictReader(text.splitlines())
+        rows = list(reader)
+    if not {"iteration", "val_acc"} <= set(reader.fieldnames or ()):
+        raise ReportError(f"{path}: not a readable {what} (needs columns iteration and val_acc). {remedy}")
     experiment = path.parent.parent.name
     return RewardRun(
         experiment=experiment,
@@ -71,7 +75,7 @@ def find_reward_runs(root: str | Path) -> list[RewardRun]:
         try:
             out.append(load_reward_metrics(path))
         except ReportError as exc:
-            logger.warning("%s", exc)
+            skip(path, exc)
     out.sort(key=lambda r: (SKILLS.index(r.skill) if r.skill in SKILLS else len(SKILLS), r.experiment))
     return out
 

@@ -3,11 +3,26 @@ unreadable input file) and the helpers that read a number leniently (``_float``)
 (``_pct``, ``_num``); they are private to the package, imported by its modules only."""
 from __future__ import annotations
 
+import logging
 import math
+
+logger = logging.getLogger("orchestration.report")
 
 
 class ReportError(ValueError):
     """Nothing to report, or an unreadable input file."""
+
+
+#: input files a report run could not read (damaged, of another kind): skipped, and listed at the end of
+#: results.md so that a missing row is explained (cleared by each build_report)
+SKIPPED: list[str] = []
+
+
+def skip(path: object, reason: object) -> None:
+    """Leaves out an unreadable input file, with a warning naming it."""
+    text = str(reason) if str(path) in str(reason) else f"{path}: {reason}"
+    logger.warning("skipped: %s", text)
+    SKIPPED.append(text)
 
 
 def _float(value: object) -> float:

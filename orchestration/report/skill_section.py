@@ -11,7 +11,7 @@ from typing import Optional
 
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE
 
-from .shared import _float, _num
+from .shared import _float, _num, skip
 
 # the package's logger: log lines keep the name they had before the package was split
 logger = logging.getLogger(__package__)
@@ -115,15 +115,15 @@ def skill_report_section(report: SkillReport) -> list[str]:
         try:
             data = json.loads(report.json.read_text())
             episodes = data.get("episodes") if isinstance(data, dict) else None
-        except (OSError, ValueError) as exc:
-            logger.warning("%s: cannot read (%s)", report.json, exc)
+        except Exception as exc:  # noqa: BLE001 - a damaged file: skipped, named
+            skip(report.json, f"not a readable skill report ({type(exc).__name__})")
             data = None
     text = ""
     if report.md is not None:
         try:
             text = report.md.read_text()
-        except OSError as exc:
-            logger.warning("%s: cannot read (%s)", report.md, exc)
+        except Exception as exc:  # noqa: BLE001 - a damaged file: skipped, named
+            skip(report.md, f"not a readable skill report ({type(exc).__name__})")
     if markdown_tables(text):
         parts += [f"From `{report.md}`:", "", skill_report_body(text), ""]
         return parts

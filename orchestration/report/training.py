@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from common.vocabulary import SKILLS
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
 
-from .shared import _num, _pct
+from .shared import _num, _pct, skip
 
 # the package's logger: log lines keep the name they had before the package was split
 logger = logging.getLogger(__package__)
@@ -113,7 +113,7 @@ def read_tensorboard_scalars(folder: str | Path, prefixes: Sequence[str] = TB_PR
                         continue
                     out.setdefault(value.tag, {})[int(event.step)] = number
         except Exception as exc:  # a truncated file from a killed run: keep what was read
-            logger.warning("%s: stopped reading (%s)", path, exc)
+            skip(path, f"read up to the damage ({type(exc).__name__}: {str(exc)[:120]})")
     return {tag: (sorted(v), [v[s] for s in sorted(v)]) for tag, v in out.items()}
 
 
@@ -137,8 +137,8 @@ def find_training_runs(root: str | Path) -> list[TrainingRun]:
                 for tag, value in (stats.get("means") or {}).items():
                     if tag not in run.series:
                         run.series[tag] = ([step], [float(value)])
-            except (OSError, ValueError, TypeError, AttributeError) as exc:
-                logger.warning("%s: cannot read (%s)", stats_path, exc)
+            except Exception as exc:  # noqa: BLE001 - a damaged file: skipped, named
+                skip(stats_path, f"not a readable skill statistics file ({type(exc).__name__})")
         runs.append(run)
     return runs
 
