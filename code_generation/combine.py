@@ -29,7 +29,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from code_generation.loader import MetaPolicyError, load_class
+from code_generation.loader import COMBINED_FOOTER, MetaPolicyError, load_class
 from code_generation.prompts import PROMPT_DIR
 from code_generation.sandbox import (
     FULL_METHODS,
@@ -230,7 +230,7 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
     joined = lines[:insert_at] + ["", "    # --- joined by scripts.combine ---", body] + lines[insert_at:]
     if "random." in added and not any(line.strip() == "import random" for line in lines):
         header += "import random  # the task's initial values draw from it\n\n"
-    return header + "\n".join(joined).rstrip() + "\n"
+    return header + "\n".join(joined).rstrip() + "\n\n" + COMBINED_FOOTER + "\n"
 
 
 def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",

@@ -16,6 +16,11 @@ from code_generation.sandbox import FULL_METHODS, PLAYER_CLASS, check_source
 
 logger = logging.getLogger(__name__)
 
+# what scripts.combine writes first and last (the loader refuses a module that starts like one of
+# combine's and lacks the last line: cut short by a copy or a save that did not finish)
+COMBINED_HEADER = "# Policy over skills for the "
+COMBINED_FOOTER = "# end of the module written by scripts.combine"
+
 #: The shipped modules (``scripts.combine`` output: the hand-written references at seed 42, built with
 #: ``--reference``) and where ``scripts.combine`` writes.
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / "rl_baseline" / "meta_policies"
@@ -60,7 +65,14 @@ def load_class(task: str, seed: int, root: str | Path | None = None) -> type:
     key = (resolved, resolved.stat().st_mtime_ns)  # a rewritten file is imported again
     if key in _CLASS_CACHE:
         return _CLASS_CACHE[key]
-    source = path.read_text(encoding="utf-8")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MetaPolicyError(f"{path}: not a readable Python module ({type(exc).__name__}); regenerate it "
+                              "(python -m scripts.generate_code and scripts.combine) or restore it") from None
+    if source.startswith(COMBINED_HEADER) and COMBINED_FOOTER not in source[-200:]:
+        raise MetaPolicyError(f"{path}: cut short (a module written by scripts.combine ends with "
+                              f"{COMBINED_FOOTER!r}); run scripts.combine again or restore it")
     problems = check_source(source, FULL_METHODS)
     if problems:
         raise MetaPolicyError(f"{path}: refused by the code check:\n" + "\n".join(f"- {p}" for p in problems))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 import logging
 import os
 import re
@@ -390,3 +389,82 @@ def test_reward_training_with_no_readable_checkpoint_stops_naming_them_all(run_d
         "--reward_arch", "small"], run_dir)
     assert out.code == 2 and all(p.name in out.output for p in ckpts), out.output[-2000:]
     assert tree_hashes(run_dir) == before
+
+
+# ----------------------------------------------------------------------------- the skill policy's files (slow)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory) -> Path:
+    """A valid run with a trained skill policy (relative paths, so a copy of the folder is a run too)."""
+    from bench.fixtures import build_tiny_reward_dirs
+
+    root = tmp_path_factory.mktemp("policy_run")
+    build_tiny_reward_dirs(root)
+    shutil.copytree(REPO / "rl_baseline" / "meta_policies", root / "meta_policies")
+    out = run_subprocess(["-m", "scripts.main", *_policy_flags(), "--train_for_env_steps", "1500"], root)
+    assert out.code == 0, out.output[-3000:]
+    return root
+
+
+def _policy_flags() -> list[str]:
+    from common.vocabulary import SKILLS
+
+    dirs = [f"skill_rewards/llama3_{s}_default" for s in SKILLS]
+    return ["--num_workers", "1", "--num_envs_per_worker", "2", "--batch_size", "256", "--rollout", "16",
+            "--max_episode_steps", "100", "--device", "cpu", "--train_dir", "skill_policy", "--experiment", "e2e",
+            "--reward_dir", repr(dirs), "--eps_threshold_quantile", "0.5", "--meta_policy_root", "meta_policies",
+            "--code_seed", "42", "--seed", "2"]
+
+
+def _evaluate(d: Path) -> Outcome:
+    return run_subprocess(["-m", "scripts.main", "--train_dir", "skill_policy", "--experiment", "e2e", "--device", "cpu",
+                           "--evaluation", "True", "--eval_target", "gnomish", "--eval_protocol", "project",
+                           "--eval_episodes", "1", "--eval_num_envs", "1", "--meta_policy_root", "meta_policies"], d)
+
+
+def _train_more(d: Path) -> Outcome:
+    # a budget past the trained one: a module that were accepted would train briefly, and be caught
+    return run_subprocess(["-m", "scripts.main", *_policy_flags(), "--train_for_env_steps", "3000"], d)
+
+
+def _newest_policy_checkpoint(run: Path) -> str:
+    return str(sorted((run / "skill_policy" / "e2e" / "checkpoint_p0").glob("checkpoint_*.pth"))[-1].relative_to(run))
+
+
+def _other_network(run: Path, target: Path) -> None:
+    """Damage kind: a checkpoint of another network (the policy's first layer cut to a third)."""
+    import torch
+
+    state = torch.load(target, weights_only=False)
+    name = next(k for k, v in state["model"].items() if v.ndim == 2)
+    state["model"][name] = state["model"][name][: max(1, state["model"][name].shape[0] // 3)]
+    torch.save(state, target)
+
+
+POLICY_READERS = [
+    ("skill-policy checkpoint (evaluation)", _newest_policy_checkpoint, _evaluate, {
+        "reward_checkpoint_instead": _replace_with(f"{REWARD_CKPT}/checkpoint_000000004.pth"),
+        "checkpoint_of_another_network": _other_network,
+    }),
+    ("experiment config.json (evaluation)", lambda run: "skill_policy/e2e/config.json", _evaluate, {
+        "not_an_object": _text("[1, 2, 3]"),
+    }),
+    ("policy-over-skills module execution.py (training)", lambda run: "meta_policies/exploration/seed42/execution.py",
+     _train_more, {"python_without_the_class": _text("x = 1\n")}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,target,run,extra", POLICY_READERS, ids=[r[0] for r in POLICY_READERS])
+def test_the_skill_policys_files_damaged_are_refused_by_name(trained_run, tmp_path, name, target, run, extra):
+    for kind in BYTE_DAMAGE + tuple(extra):
+        run_dir = tmp_path / kind
+        shutil.copytree(trained_run, run_dir)
+        reader = Reader(name, target(run_dir), run)
+        path = run_dir / reader.target
+        if kind in extra:
+            extra[kind](run_dir, path)
+        else:
+            path.write_bytes(damage_bytes(path.read_bytes(), kind))
+        check_refused(reader, run_dir, kind)

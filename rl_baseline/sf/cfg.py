@@ -602,13 +602,21 @@ def check_files(cfg: Any) -> list[float]:
                                       f"python -m scripts.train_reward --reward_encoder {cfg.reward_encoder}, or drop "
                                       "--reward_encoder")
     if uses_meta_policy(cfg):
+        from code_generation.loader import module_path
         from rl_baseline.skills.meta_policy import load
 
         task = meta_policy_task(cfg)
         try:
-            load(task, cfg.code_seed, root=cfg.meta_policy_root)
+            policy = load(task, cfg.code_seed, root=cfg.meta_policy_root)
+            # a start as an episode's: a module that cannot even start (a file cut short that still
+            # parses, say) is refused here rather than replaced by the fallback skill all run long
+            policy.next_skill(policy.initial_skill, 1, 0, False, False)
         except Exception as exc:  # the loader reports missing files and bad generated code
             raise ConfigError(f"meta-policy for task {task!r}, --code_seed {cfg.code_seed}: {exc}") from exc
+        if policy.num_errors:
+            raise ConfigError(f"{module_path(task, cfg.code_seed, cfg.meta_policy_root)}: the policy over skills raised "
+                              f"{policy.num_errors} exception(s) when an episode started (see the warnings above); "
+                              "fix or regenerate it (python -m scripts.generate_code / scripts.combine)")
     return thresholds
 
 

@@ -86,3 +86,5 @@ class NetHackPlayer:
         self.worshipper_skill_steps = self.discoverer_skill_steps * 20
         self.use_merchant = False
         self.use_worshipper = True
+
+# end of the module written by scripts.combine

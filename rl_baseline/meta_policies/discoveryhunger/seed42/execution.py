@@ -107,3 +107,5 @@ class NetHackPlayer:
         self.eaten_food = False
         self.hunger = 1
         self.first_entrance_level = 2
+
+# end of the module written by scripts.combine

@@ -121,3 +121,5 @@ class NetHackPlayer:
         self.worshipper_skill_steps = self.discoverer_skill_steps * 20
         self.use_merchant = True
         self.use_worshipper = True
+
+# end of the module written by scripts.combine

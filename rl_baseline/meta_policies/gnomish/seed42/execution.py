@@ -89,3 +89,5 @@ class NetHackPlayer:
         self.use_merchant = False
         self.use_worshipper = False
         self.first_entrance_level = 2
+
+# end of the module written by scripts.combine

@@ -107,3 +107,5 @@ class NetHackPlayer:
         self.deepest_level = 1
         self.gold_goal = 20
         self.kill_goal = 25
+
+# end of the module written by scripts.combine

@@ -103,3 +103,5 @@ class NetHackPlayer:
         self.xp_level = 1
         self.xp_goal = 4
         self.item_sold = False
+
+# end of the module written by scripts.combine

@@ -95,3 +95,5 @@ class NetHackPlayer:
         self.use_worshipper = False
         self.first_entrance_level = 2
         self.minetown_offset = 4
+
+# end of the module written by scripts.combine

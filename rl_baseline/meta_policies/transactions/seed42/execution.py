@@ -86,3 +86,5 @@ class NetHackPlayer:
         self.worshipper_skill_steps = self.discoverer_skill_steps * 20
         self.use_merchant = True
         self.use_worshipper = False
+
+# end of the module written by scripts.combine
