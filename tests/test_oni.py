@@ -176,6 +176,94 @@ def test_tailing_reads_whole_lines_only_and_once(tmp_path):
     assert tail.read() == []
 
 
+def test_a_damaged_label_file_keeps_its_good_labels_and_a_restarted_annotator_asks_only_for_the_rest(
+        tmp_path, caplog):
+    port, log, store = free_port(), tmp_path / "requests.jsonl", tmp_path / "oni"
+    store.mkdir()
+    (store / "labels.jsonl").write_bytes(
+        b'{"k":0,"m":"You kill the newt!","y":1}\n'
+        b'\x8f\x00\xff random bytes\n'
+        b'{"k":"zero","m":"It\'s a wall.","y":0}\n'  # a field of the wrong type
+        b'[1, 2]\n'
+        b'{"k":0,"m":"12 gold pieces.","y":1}\n'
+        b'{"k":0,"m":"You feel')  # cut short by a killed annotator
+    labels = LabelStore(store)
+    with caplog.at_level("WARNING"):
+        assert labels.refresh() == 2
+    assert labels.labels == {(0, "You kill the newt!"): 1, (0, "12 gold pieces."): 1} and labels.bad_lines == 3
+    assert "labels.jsonl: 3 unreadable line(s) skipped" in caplog.text
+    with stand_in_server(port, log=log):
+        spool(store, ["You kill the newt!", "12 gold pieces.", "It's a wall."])
+        restarted = annotator(store, port)
+        assert restarted.round() == 1  # only the message whose label line was damaged
+    assert len(requests_in(log)) == 1
+    again = LabelStore(store)
+    again.refresh()
+    # the cut-short line is ended before the new label, so only it is lost
+    assert again.labels[(0, "It's a wall.")] == 0 and len(again.labels) == 3 and again.bad_lines == 4
+
+
+@pytest.mark.parametrize("damage", [b"", b"\x00" * 64, b'{"labels": 3, "latency', b"[1, 2]",
+                                    b'{"labels": "many", "label_shares": [1], "malformed": NaN}'])
+def test_a_damaged_stats_file_writes_no_scalar_it_cannot_read_and_never_stops_training(tmp_path, damage):
+    from rl_baseline.sf.train import OnlineStatsObserver, log_online_summary
+
+    class Writer:
+        def __init__(self):
+            self.scalars = {}
+
+        def add_scalar(self, key, value, step):
+            assert isinstance(value, float)
+            self.scalars[key] = value
+
+    store = tmp_path / "oni"
+    store.mkdir()
+    (store / "stats.json").write_bytes(damage)
+    writer = Writer()
+    OnlineStatsObserver(str(store)).extra_summaries(None, 0, writer, 100)
+    log_online_summary(str(store))
+    assert not any(k.startswith("oni/labels") or k.startswith("oni/label_share") for k in writer.scalars)
+
+
+def test_a_damaged_online_network_file_keeps_the_previous_network(tmp_path, caplog):
+    import os
+
+    from rl_baseline.online.models import OnlineTrainer
+    from rl_baseline.online.store import CLASSIFIER_FILE, RANKER_FILE
+
+    store = tmp_path / "oni"
+    store.mkdir()
+    trainer = OnlineTrainer("classifier", lr=3e-3, batch_size=64, seed=0)
+    trainer.add([(f"You kill the {m}!", 1) for m in ("newt", "rat", "gnome")] +
+                [(f"It's {w}.", 0) for w in ("a wall", "dark", "a door")])
+    for _ in range(60):
+        trainer.step()
+    path = store / CLASSIFIER_FILE
+    trainer.save(path)
+    good = path.read_bytes()
+    r = OnlineReward(OnlineRewardConfig(str(store), "online_cls_reward_model", ("progress",)), beta=0.0,
+                     llm_coef=1.0)
+    r.reset()
+    assert r.intrinsic(0, encode_message("You kill the jackal!"), 0) == 1.0
+    network = r._model
+    ranker = OnlineTrainer("ranker", lr=3e-3, batch_size=4, seed=0)
+    ranker.save(store / RANKER_FILE)
+    for step, damage in enumerate([good[: len(good) // 2], b"", os.urandom(len(good)), (store / RANKER_FILE).read_bytes()]):
+        path.write_bytes(damage)
+        os.utime(path, ns=(10**18 + step, 10**18 + step))  # a new version of the file
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            r.refresh(force=True)
+            r.refresh(force=True)  # the same damaged version: not read or reported again
+        assert caplog.text.count("keeping the previous online network") == 1, damage[:20]
+        assert r._model is network
+        assert r.intrinsic(0, encode_message("You kill the jackal!"), 0) == 1.0
+    path.write_bytes(good)
+    os.utime(path, ns=(2 * 10**18, 2 * 10**18))
+    r.refresh(force=True)
+    assert r._model is not network  # a readable version is taken up again
+
+
 # ----------------------------------------------------------------------------- the annotator (real HTTP)
 
 
@@ -186,7 +274,6 @@ def test_annotator_labels_each_new_message_once_also_across_a_restart(tmp_path):
         spool(store, ["You kill the newt!", "It's a wall.", "", "You kill the newt!"])
         first = annotator(store, port)
         assert first.round() == 3
-        assert LabelStore(store).labels == {} or True
         labels = LabelStore(store)
         labels.refresh()
         assert labels.labels == {(0, "You kill the newt!"): 1, (0, "It's a wall."): 0, (0, ""): 0}

@@ -156,13 +156,17 @@ class Annotator:
     def read_spools(self) -> int:
         n = 0
         for record in spool_records(self.dir, self.tails):
-            skill, message = int(record.get("k", 0)), str(record.get("m", ""))
+            try:
+                skill, message = int(record.get("k", 0)), str(record.get("m", ""))
+                seen = int(record.get("n", 1))
+            except (TypeError, ValueError, OverflowError):  # a damaged spool line: skipped
+                continue
             if not 0 <= skill < len(self.config.goals):
                 continue
             n += 1
             if self.config.reward_type == "online_motif":
                 counts = self.pool[skill]
-                counts[message] = counts.get(message, 0) + int(record.get("n", 1))
+                counts[message] = counts.get(message, 0) + seen
             elif not self._is_known((skill, message)):
                 self._enqueue((skill, message))
         if self.config.reward_type == "online_motif":

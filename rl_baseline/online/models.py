@@ -170,5 +170,8 @@ def load_online_model(path: str | os.PathLike, kind: str) -> nn.Module:
     if not isinstance(payload, dict) or payload.get("kind") != kind or "model" not in payload:
         raise ValueError(f"{path}: not an online {kind} checkpoint")
     model = KINDS[kind]()
-    model.load_state_dict(payload["model"])
+    try:
+        model.load_state_dict(payload["model"])
+    except (RuntimeError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: the weights do not fit the online {kind} network ({exc})") from exc
     return model.eval()

@@ -85,6 +85,7 @@ class OnlineReward(IntrinsicReward):
         self._model: Any = None
         self._model_path: Optional[Path] = None
         self._model_mtime = -1
+        self._failed_mtime = -1  # the network file version that could not be read (warned once)
         self._scores: dict[tuple[int, str], float] = {}
         self._previous: dict[int, str] = {}
         self._sent: set[tuple[int, str]] = set()  # messages this process has announced
@@ -120,15 +121,20 @@ class OnlineReward(IntrinsicReward):
                 mtime = os.stat(self._model_path).st_mtime_ns
             except FileNotFoundError:
                 return
-            if mtime != self._model_mtime:
+            if mtime != self._model_mtime and mtime != self._failed_mtime:
                 from rl_baseline.online.models import load_online_model
 
                 kind = "classifier" if self.kind == "online_cls_reward_model" else "ranker"
                 try:
-                    self._model = load_online_model(self._model_path, kind)
-                except ValueError as exc:  # replaced while read: the next check reads it again
-                    logger.debug("%s", exc)
+                    model = load_online_model(self._model_path, kind)
+                except ValueError as exc:
+                    # The annotator replaces the file atomically, so this is damage, not a race: keep
+                    # scoring with the network we have and read the file again when it next changes.
+                    logger.warning("%s; keeping the previous online network%s", exc,
+                                   "" if self._model is not None else " (none yet: online reward 0)")
+                    self._failed_mtime = mtime
                     return
+                self._model = model
                 self._model_mtime = mtime
                 self._scores.clear()
 

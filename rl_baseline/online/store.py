@@ -39,6 +39,7 @@ class JsonlTail:
         self.path = Path(path)
         self.offset = 0
         self.bad_lines = 0
+        self._reported = 0  # bad lines already reported in the log
 
     def read(self) -> list[dict[str, Any]]:
         try:
@@ -69,9 +70,15 @@ class JsonlTail:
                 out.append(record)
             else:
                 self.bad_lines += 1
-        if self.bad_lines:
-            logger.debug("%s: %d unreadable line(s) skipped so far", self.path, self.bad_lines)
+        self.report_bad_lines()
         return out
+
+    def report_bad_lines(self) -> None:
+        """One warning per batch of newly skipped lines (a damaged line is never read again)."""
+        if self.bad_lines > self._reported:
+            logger.warning("%s: %d unreadable line(s) skipped so far (cut short or not JSON objects); "
+                           "the other lines are used", self.path, self.bad_lines)
+            self._reported = self.bad_lines
 
 
 def append_jsonl(path: str | os.PathLike, records: list[dict[str, Any]], sync: bool = True) -> None:
@@ -80,10 +87,19 @@ def append_jsonl(path: str | os.PathLike, records: list[dict[str, Any]], sync: b
         return
     data = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records).encode("utf-8")
     with open(path, "ab") as fh:
+        if fh.tell() and not _ends_with_newline(path):
+            # a line cut short by a killed writer: end it, so it alone is skipped, not our first record
+            data = b"\n" + data
         fh.write(data)
         fh.flush()
         if sync:
             os.fsync(fh.fileno())
+
+
+def _ends_with_newline(path: str | os.PathLike) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
 
 
 class MessageSpool:
@@ -132,15 +148,30 @@ class LabelStore:
     def refresh(self) -> int:
         """Reads the labels appended since the last call; returns how many."""
         records = self._tail.read()
+        used = 0
         for r in records:
-            skill = int(r.get("k", 0))
-            if "goals" in r and "m" in r:
-                self.goals[(skill, str(r["m"]))] = [str(g) for g in r["goals"]][:16]
-            elif "a" in r and "b" in r and "y" in r:
-                self.pairs.append((skill, str(r["a"]), str(r["b"]), int(r["y"])))
-            elif "m" in r and "y" in r:
-                self.labels[(skill, str(r["m"]))] = int(r["y"])
-        return len(records)
+            try:
+                skill = int(r.get("k", 0))
+                if "goals" in r and "m" in r:
+                    if not isinstance(r["goals"], list):
+                        raise TypeError("goals is not a list")
+                    self.goals[(skill, str(r["m"]))] = [str(g) for g in r["goals"]][:16]
+                elif "a" in r and "b" in r and "y" in r:
+                    self.pairs.append((skill, str(r["a"]), str(r["b"]), int(r["y"])))
+                elif "m" in r and "y" in r:
+                    self.labels[(skill, str(r["m"]))] = int(r["y"])
+                else:
+                    raise TypeError("neither a label, a pair nor goals")
+                used += 1
+            except (TypeError, ValueError, OverflowError):  # a line of another format: skipped and counted
+                self._tail.bad_lines += 1
+        self._tail.report_bad_lines()
+        return used
+
+    @property
+    def bad_lines(self) -> int:
+        """Lines of the label file skipped so far (not JSON, cut short, or not a label)."""
+        return self._tail.bad_lines
 
     def append(self, records: list[dict[str, Any]]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)

@@ -140,8 +140,10 @@ class OnlineStatsObserver(_observer_base()):  # type: ignore[misc]
             if isinstance(value, (int, float)) and math.isfinite(float(value)):
                 writer.add_scalar(f"oni/{key}", float(value), env_steps)
         writer.add_scalar("oni/server_up", float(bool(stats.get("server_up", True))), env_steps)
-        for label, share in (stats.get("label_shares") or {}).items():
-            writer.add_scalar(f"oni/label_share_{label}", float(share), env_steps)
+        shares = stats.get("label_shares")
+        for label, share in (shares.items() if isinstance(shares, dict) else ()):
+            if isinstance(share, (int, float)) and math.isfinite(float(share)):
+                writer.add_scalar(f"oni/label_share_{label}", float(share), env_steps)
 
 def log_online_summary(store_dir: str) -> None:
     """The annotator's final statistics, in one line of the training log."""
