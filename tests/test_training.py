@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -525,6 +526,20 @@ def test_training_run_writes_checkpoint_and_skill_stats(trained):
     assert 0.0 < stats["intrinsic/cache_hit_rate"] <= 1.0
     assert "intrinsic reward cache hit rate" in proc.stdout + proc.stderr
     assert sum(stats[f"skills/{s}_share"] for s in SKILLS) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_every_training_scalar_is_a_finite_number(trained):
+    from orchestration.report import read_tensorboard_scalars
+
+    tmp, _, _, proc = trained
+    assert proc.returncode == 0
+    scalars = read_tensorboard_scalars(tmp / "skill_policy" / "e2e", prefixes=("",))
+    assert "train/adv_min" in scalars and "train/policy_loss" in scalars
+    bad = {tag for tag, (_, values) in scalars.items() if not all(math.isfinite(v) for v in values)}
+    assert not bad, bad
+    # the V-trace advantages' range (sample-factory reads GAE's, absent with --with_vtrace True)
+    assert all(lo <= hi for lo, hi in zip(scalars["train/adv_min"][1], scalars["train/adv_max"][1]))
+    assert any(lo < hi for lo, hi in zip(scalars["train/adv_min"][1], scalars["train/adv_max"][1]))
 
 
 def test_skill_one_hot_reaches_the_network(trained):

@@ -46,11 +46,16 @@ class MaestroLearner(Learner):
     def _record_summaries(self, train_loop_vars: Any) -> Any:
         # sample-factory 2.1.1 reads the GAE advantages of the minibatch for its adv_min/adv_max
         # summaries, which do not exist with --with_vtrace True (the release's estimator) and would
-        # crash the learner; report them as NaN there (adv_mean/adv_std of the V-trace advantages stay).
+        # crash the learner; give it the V-trace advantages instead, un-normalized as GAE's are.
         mb = train_loop_vars.mb
         if "advantages" not in mb:
             patched = AttrDict(mb)
-            patched.advantages = torch.full((1,), float("nan"))
+            adv = train_loop_vars.get("adv")
+            if adv is None:
+                patched.advantages = torch.zeros(1)
+            else:
+                scale = torch.clamp_min(train_loop_vars.adv_std, 1e-7)
+                patched.advantages = adv.detach() * scale + train_loop_vars.adv_mean
             train_loop_vars.mb = patched
         return super()._record_summaries(train_loop_vars)
 
