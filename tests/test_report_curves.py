@@ -156,6 +156,9 @@ def test_skill_report_section_with_table_and_image(tmp_path):
     write_eval_json(tmp_path / "skill_policy", "gnomish", 0)
     (exp / "skill_report.md").write_text(SKILL_REPORT_MD)
     write_skill_report_json(exp)
+    # the pipeline's record of its skill_report phase has the same name: not a report
+    (tmp_path / ".pipeline").mkdir()
+    (tmp_path / ".pipeline" / "skill_report.json").write_text('{"phase": "skill_report", "seconds": 1.0}')
     import matplotlib
 
     matplotlib.use("Agg")
@@ -176,6 +179,7 @@ def test_skill_report_section_with_table_and_image(tmp_path):
     assert (out / "skill_report.png").read_bytes() == (exp / "skill_report.png").read_bytes()
     assert "(skill_report.png)" in md and out / "skill_report.png" in report.files
     assert md.index(SKILL_REPORT_HEADING) > md.index("## Zero-shot evaluation")
+    assert ".pipeline" not in md and "no table" not in md
 
 
 def test_skill_report_table_from_json_and_absent_report(tmp_path):

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 from common.vocabulary import EVAL_TASKS, TASK_MEASURE
 from orchestration.paper_results import NOT_COMPARABLE_NOTE, PAPER_RESULTS, format_value
 
-from .shared import ReportError, _float, skip
+from .shared import ReportError, _float, find_inputs, skip
 
 # the package's logger: log lines keep the name they had before the package was split
 logger = logging.getLogger(__package__)
@@ -74,7 +74,7 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
 
     Unreadable files are skipped with a warning."""
     out: list[EvalResult] = []
-    for path in sorted(Path(root).rglob("eval/*_seed*.json")):
+    for path in find_inputs(root, "eval/*_seed*.json"):
         try:
             out.append(load_eval_result(path))
         except ReportError as exc:

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from common.vocabulary import SKILLS
 
-from .shared import ReportError, _float, _pct, skip
+from .shared import ReportError, _float, _pct, find_inputs, skip
 
 # the package's logger: log lines keep the name they had before the package was split
 logger = logging.getLogger(__package__)
@@ -71,7 +71,7 @@ def load_reward_metrics(path: str | Path) -> RewardRun:
 
 def find_reward_runs(root: str | Path) -> list[RewardRun]:
     out = []
-    for path in sorted(Path(root).rglob("reward_metrics/metrics.csv")):
+    for path in find_inputs(root, "reward_metrics/metrics.csv"):
         try:
             out.append(load_reward_metrics(path))
         except ReportError as exc:

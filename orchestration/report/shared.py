@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
+from typing import Iterator
 
 logger = logging.getLogger("orchestration.report")
 
@@ -23,6 +25,15 @@ def skip(path: object, reason: object) -> None:
     text = str(reason) if str(path) in str(reason) else f"{path}: {reason}"
     logger.warning("skipped: %s", text)
     SKIPPED.append(text)
+
+
+def find_inputs(root: str | Path, pattern: str) -> Iterator[Path]:
+    """``root.rglob(pattern)`` outside hidden folders below ``root`` (the pipeline keeps its phase
+    records in ``.pipeline/``, sample-factory its summaries in ``.summary/``: neither holds results)."""
+    root = Path(root)
+    for path in sorted(root.rglob(pattern)):
+        if not any(part.startswith(".") for part in path.relative_to(root).parts[:-1]):
+            yield path
 
 
 def _float(value: object) -> float:

@@ -11,7 +11,7 @@ from typing import Optional
 
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE
 
-from .shared import _float, _num, skip
+from .shared import _float, _num, find_inputs, skip
 
 # the package's logger: log lines keep the name they had before the package was split
 logger = logging.getLogger(__package__)
@@ -48,7 +48,7 @@ class SkillReport:
 
 def find_skill_reports(root: str | Path) -> list[SkillReport]:
     """Experiments below ``root`` with a ``skill_report.md`` or ``skill_report.json``."""
-    folders = {p.parent for name in (SKILL_REPORT_MD, SKILL_REPORT_JSON) for p in Path(root).rglob(name)}
+    folders = {p.parent for name in (SKILL_REPORT_MD, SKILL_REPORT_JSON) for p in find_inputs(root, name)}
     return [SkillReport(folder.name, folder) for folder in sorted(folders)]
 
 

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from common.vocabulary import SKILLS
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
 
-from .shared import _num, _pct, skip
+from .shared import _num, _pct, find_inputs, skip
 
 # the package's logger: log lines keep the name they had before the package was split
 logger = logging.getLogger(__package__)
@@ -120,8 +120,8 @@ def read_tensorboard_scalars(folder: str | Path, prefixes: Sequence[str] = TB_PR
 def find_training_runs(root: str | Path) -> list[TrainingRun]:
     """Experiments below ``root`` with tensorboard summaries or a ``skill_stats.json``."""
     root = Path(root)
-    folders = {p.parent for p in root.rglob("skill_stats.json")}
-    folders |= {p.parent for p in root.rglob(".summary") if p.is_dir()}
+    folders = {p.parent for p in find_inputs(root, "skill_stats.json")}
+    folders |= {p.parent for p in find_inputs(root, ".summary") if p.is_dir()}
     runs = []
     for folder in sorted(folders):
         run = TrainingRun(folder.name, folder)
@@ -195,5 +195,6 @@ def training_error_warning(runs: Sequence[TrainingRun]) -> Optional[str]:
     bad = [run.experiment for run in runs if any(v > 0 for v in run.get("skills/meta_policy_errors")[1])]
     if not bad:
         return None
-    return ("**Warning:** the generated meta-policy raised exceptions during skill training of "
-            + ", ".join(bad) + " (skills/meta_policy_errors > 0).")
+    return ("**Warning:** the generated meta-policy raised exceptions or ran past its time bound during "
+            "skill training of " + ", ".join(bad) + " (skills/meta_policy_errors > 0; the training log names "
+            "each call and what happened).")
