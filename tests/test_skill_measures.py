@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.nethack.actions import action_index
+from common.nethack.actions import WIZARD_KEYS, action_index
 from common.vocabulary import SKILLS
 from rl_baseline.envs import make_monk_env
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, parse_cfg
@@ -135,6 +135,34 @@ def test_descent_and_ascent_are_credited_to_the_active_skill_only():
         assert values["descender"]["levels_descended"] == 2 and values["descender"]["steps_to_first_descent"] == 1
         assert values["ascender"]["levels_ascended"] == 1
         assert values["discoverer"]["new_levels"] == 1  # level 2 was new, level 1 was not
+    finally:
+        env.close()
+
+
+def test_descender_measures_tell_finding_the_stairs_from_reaching_them_from_going_down():
+    env = held("descender")
+    try:
+        _reset(env, 5)
+        game = env.unwrapped
+        assert ord(">") not in game.current_observation()["chars"]  # not in view at the start of this game
+        env.step(action_index("search"))
+        assert env.stats.measures.values["descender"]["down_stairs_known_share"] == 0.0
+        game.wizard_keys(bytes([WIZARD_KEYS["wizmap"]]))  # the whole level mapped: '>' on the map
+        env.step(action_index("search"))
+        game.wizard_keys(b"\x14>.")  # teleport to the cell the cursor's '>' key picks: the staircase down
+        stairs = np.argwhere(game.current_observation()["chars"] == ord("@"))
+        env.step(action_index("search"))
+        env.step(action_index("search"))  # still there: one arrival, not two
+        values = env.stats.measures.values["descender"]
+        assert values["down_stairs_reached"] == 1.0 and values["levels_descended"] == 0.0
+        assert values["down_stairs_known_share"] == pytest.approx(3 / 4)
+        _, _, _, _, info = env.step(action_index("down"))
+        assert info["depth"] == 2 and len(stairs) >= 1
+        values = env.stats.measures.values["descender"]
+        assert values["levels_descended"] == 1.0 and values["steps_to_first_descent"] == 5.0
+        # level 2's staircase down has not been seen: that step does not count as knowing it
+        known_on_2 = ord(">") in game.current_observation()["chars"]
+        assert values["down_stairs_known_share"] == pytest.approx((3 + known_on_2) / 5)
     finally:
         env.close()
 

@@ -14,6 +14,12 @@ discoverer new_levels               dungeon levels entered for the first time
 descender  levels_descended         dungeon levels gone down (sum of depth increases)
 descender  steps_to_first_descent   active steps before the first descent; an episode without
                                     one counts all its active steps (censored)
+descender  down_stairs_known_share  share of the active steps on which a staircase (or ladder)
+                                    down of the current level had been seen (``>`` on the map,
+                                    by any skill)
+descender  down_stairs_reached      arrivals on a seen staircase down (the hero's ``@`` where
+                                    the ``>`` was); with the two above this tells "never finds
+                                    the stairs" from "finds them and does not go down"
 ascender   levels_ascended          dungeon levels gone up (sum of depth decreases)
 merchant   shops_entered            a shopkeeper's greeting ("Welcome [again] to X's store!")
 merchant   sale_offers              a shopkeeper's sell offer ("X offers N gold pieces for ...")
@@ -50,7 +56,7 @@ from rl_baseline.tasks.detectors import (
 
 SKILL_MEASURES: dict[str, tuple[str, ...]] = {
     "discoverer": ("cells_per_1000_steps", "cells_revealed", "new_levels"),
-    "descender": ("levels_descended", "steps_to_first_descent"),
+    "descender": ("levels_descended", "steps_to_first_descent", "down_stairs_known_share", "down_stairs_reached"),
     "ascender": ("levels_ascended",),
     "merchant": ("shops_entered", "sale_offers", "prices_identified", "items_sold"),
     "worshipper": ("altars_found", "altar_drops", "buc_identified"),
@@ -66,6 +72,7 @@ MAIN_MEASURE: dict[str, str] = {
 assert set(SKILL_MEASURES) == set(SKILLS) and all(MAIN_MEASURE[s] in SKILL_MEASURES[s] for s in SKILLS)
 
 ALTAR_CHAR, ALTAR_COLOUR = ord("_"), 7
+DOWN_STAIRS_CHAR, HERO_CHAR = ord(">"), ord("@")
 _SHOP_GREETING = re.compile(r"Welcome(?: again)? to [^!]*?'s? [^!]*!")
 
 
@@ -112,12 +119,16 @@ class SkillMeasures:
         self._level_best: dict[tuple[int, int], int] = {}
         self._altar_levels: set[tuple[int, int]] = set()
         self._priced: set[str] = set()
+        self._down_stairs: dict[tuple[int, int], set[tuple[int, int]]] = {}  # level -> (row, col) of '>'
+        self._descender_steps_knowing = 0
+        self._on_stairs = False
         self._level: Optional[tuple[int, int]] = None
         self._depth: Optional[int] = None
         if info is not None and chars is not None:
             self._level = self._level_of(info)
             self._depth = int(info.get("depth", 1))
             self._level_best[self._level] = revealed_cells(chars)
+            self._note_down_stairs(self._level, chars, chars.tobytes())
             if colors is not None and altar_in_view(chars, colors):
                 self._altar_levels.add(self._level)
 
@@ -158,10 +169,29 @@ class SkillMeasures:
             self._altar_levels.add(level)
             if skill == "worshipper":
                 c["altars_found"] += 1
+        stairs = self._note_down_stairs(level, chars, raw)
+        if skill == "descender":
+            on_stairs = False
+            if stairs:
+                self._descender_steps_knowing += 1
+                on_stairs = any(chars[pos] == HERO_CHAR for pos in stairs)
+            if on_stairs and not self._on_stairs:
+                c["down_stairs_reached"] += 1
+            self._on_stairs = on_stairs
+        else:
+            self._on_stairs = False
         self._level = level
         if skill in _MESSAGE_SKILLS:
             for msg in step_messages(info):
                 self._read_message(msg, skill, c)
+
+    def _note_down_stairs(self, level: tuple[int, int], chars: np.ndarray, raw: bytes) -> set:
+        """The '>' cells seen on ``level`` so far (the hero standing on one hides it: remembered)."""
+        known = self._down_stairs.setdefault(level, set())
+        if b">" in raw:
+            for row, col in np.argwhere(chars == DOWN_STAIRS_CHAR):
+                known.add((int(row), int(col)))
+        return known
 
     def _read_message(self, msg: str, skill: str, c: dict[str, float]) -> None:
         if skill == "merchant":
@@ -195,6 +225,8 @@ class SkillMeasures:
             if s == "descender":
                 v["steps_to_first_descent"] = float(self._first_descent if self._first_descent is not None
                                                     else self.steps[s])
+                n = self.steps[s]
+                v["down_stairs_known_share"] = self._descender_steps_knowing / n if n else 0.0
             out[s] = v
         return out
 
