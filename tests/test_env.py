@@ -65,6 +65,43 @@ def test_registered_with_gymnasium():
         env.close()
 
 
+def _game_digest(env, steps: int = 20) -> bytes:
+    """The start of a game: its first screen and where 20 fixed actions lead."""
+    obs = env.current_observation()
+    out = [obs["tty_chars"].tobytes(), obs["blstats"].tobytes()]
+    for i in range(steps):
+        env.step(action_index(("east", "south", "west", "north", "search")[i % 5]))
+        out.append(env.current_observation()["tty_chars"].tobytes())
+    return b"".join(out)
+
+
+def test_reset_with_a_seed_starts_the_same_game_every_time(env):
+    # NLE's own reset(seed=...) seeds only gymnasium's generator: the games would differ
+    env.reset(seed=31)
+    first = _game_digest(env)
+    env.reset()  # an unseeded game in between moves NetHack's generators on
+    env.step(action_index("search"))
+    env.reset(seed=31)
+    assert _game_digest(env) == first
+    env.reset(seed=32)
+    assert _game_digest(env) != first
+
+
+def test_the_oni_environments_seed_their_games_too():
+    from rl_baseline.envs import oni_env
+
+    env = gym.make("NetHackScoreExtendedActions-v1").unwrapped
+    try:
+        digests = []
+        for seed in (5, 6, 5):
+            obs, _ = env.reset(seed=seed)
+            digests.append(obs["tty_chars"].tobytes() + obs["blstats"].tobytes())
+        assert digests[0] == digests[2] != digests[1]
+        assert isinstance(env, oni_env.NetHackScoreExtendedActions)
+    finally:
+        env.close()
+
+
 def test_reset_info_and_character(env):
     obs, info = env.reset(seed=7)
     assert INFO_KEYS <= set(info)

@@ -167,6 +167,25 @@ def test_descender_measures_tell_finding_the_stairs_from_reaching_them_from_goin
         env.close()
 
 
+def test_forced_skill_episodes_are_the_same_games_on_every_run():
+    from rl_baseline.sf.policy import UniformRandomPolicy
+    from rl_baseline.sf.skill_eval import run_skill_episodes
+
+    def run() -> list[tuple]:
+        envs = [held("discoverer", max_episode_steps=40) for _ in range(2)]
+        try:
+            result = run_skill_episodes(envs, UniformRandomPolicy(envs[0].action_space.n, seed=3), "discoverer",
+                                        episodes=5, seed=7, progress=False)
+        finally:
+            for env in envs:
+                env.close()
+        return [(e.length, e.ended_by, tuple(sorted(e.measures.items()))) for e in result.episodes]
+
+    first = run()
+    assert len(first) == 5 and len({m for _, _, m in first}) > 1  # different games ...
+    assert run() == first  # ... and the same ones again, the later episodes of each game included
+
+
 def test_ascender_starts_deeper_and_a_death_there_is_final_and_climbs_nothing():
     env = held("ascender", start_depth=3)
     try:

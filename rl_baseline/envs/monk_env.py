@@ -51,6 +51,7 @@ from common.nethack import blstats as B
 from common.nethack.messages import decode_message
 from rl_baseline.envs.options import nle_options
 from rl_baseline.envs.overview import parse_overview, read_overview
+from rl_baseline.envs.seeding import seed_game
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +353,8 @@ class NetHackScoreMonk(NetHackScore):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            seed_game(self, seed)  # NLE's reset(seed=...) leaves the game's generators alone
         self._episode_state()
         observation, info = super().reset(seed=seed, options=options)
         raw = self.last_observation

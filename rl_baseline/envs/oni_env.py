@@ -36,6 +36,7 @@ from nle.env.tasks import TASK_ACTIONS, NetHackScore, NetHackStaircase
 
 from common.nethack import blstats as B
 from common.nethack.messages import decode_message
+from rl_baseline.envs.seeding import seed_game
 
 #: ONI's action set: NLE's task actions, then cast, quaff, pray, pick up and pay.
 EXTENDED_ACTIONS: tuple[int, ...] = tuple(TASK_ACTIONS) + (
@@ -127,6 +128,8 @@ class _ExtendedActions:
 
     # -- gym API
     def reset(self, *args: Any, **kwargs: Any):
+        if kwargs.get("seed") is not None:
+            seed_game(self, kwargs["seed"])  # NLE's reset(seed=...) leaves the game's generators alone
         self._messages = []
         self._kills = 0
         self._scout = {}

@@ -124,7 +124,8 @@ def run_evaluation(
     """Steps ``envs`` with ``policy`` (``act(obs_list) -> actions``, ``episode_ended(i)``) under
     ``protocol``: "release" runs ``env_steps`` env steps in all, resetting games as their
     episodes end; "project" runs until ``episodes`` episodes have finished. Both trackers
-    follow every episode; the protocol's own decides when an episode ends.
+    follow every episode; the protocol's own decides when an episode ends. Episode ``k`` plays the
+    game of seed ``seed * 100_003 + k`` (:mod:`rl_baseline.envs.seeding`).
 
     ``frame_fn(env)`` is called after every step of the first episode of game 0 (video)."""
     from rl_baseline.tasks.detectors import make_task_tracker
@@ -202,8 +203,8 @@ def run_evaluation(
                 lengths[i] = 0
                 policy.episode_ended(i)
                 if target is None or started < target:
+                    o, info = env.reset(seed=int(seed) * 100_003 + started)
                     started += 1
-                    o, info = env.reset()
                     start(i, info)
                 else:
                     active[i] = False
@@ -409,12 +410,14 @@ def evaluate(cfg: Any) -> dict:
     """Runs the evaluation described in the module docstring on a finished configuration
     (:func:`rl_baseline.sf.cfg.resolve_cfg`); returns the summary dict."""
     from common.vocabulary import TASK_MEASURE, check_eval_target
+    from rl_baseline.envs.seeding import seed_run
     from rl_baseline.sf.env import build_skill_env, register_envs
     from rl_baseline.sf.policy import load_policy
 
     require_resolved(cfg, "evaluation")
     task = check_eval_target(cfg.eval_target)
     register_envs()
+    seed_run(int(cfg.seed or 0))
 
     protocol = cfg.eval_protocol
     if protocol == "release":

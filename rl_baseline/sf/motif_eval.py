@@ -62,7 +62,7 @@ def run_root_episodes(envs: Sequence[Any], policy: Any, protocol: str = "release
                       env_steps: int = 3_000_000, seed: int = 0, progress: bool = True) -> RootRun:
     """Steps ``envs`` (Motif environments, :func:`rl_baseline.sf.env.build_skill_env`) with ``policy``
     (``act(obs_list)``, ``episode_ended(i)``): ``env_steps`` steps in all (release) or until ``episodes``
-    episodes finished (project). Games are seeded ``seed * 100_003 + index``."""
+    episodes finished (project). Episode ``k`` plays the game of seed ``seed * 100_003 + k``."""
     if protocol not in ("release", "project"):
         raise ValueError(f"unknown protocol {protocol!r}")
     n = len(envs)
@@ -113,8 +113,8 @@ def run_root_episodes(envs: Sequence[Any], policy: Any, protocol: str = "release
                 policy.episode_ended(i)
                 lengths[i], task_ret[i], intr_ret[i], reached[i], score[i] = 0, 0.0, 0.0, False, 0
                 if target is None or started < target:
+                    o, info = env.reset(seed=int(seed) * 100_003 + started)
                     started += 1
-                    o, info = env.reset()
                     depth[i] = int(info.get("depth", 1))
                 else:
                     active[i] = False
@@ -164,6 +164,7 @@ def summarize_root(root_env: str, run: RootRun, protocol: str, stats_avg: int) -
 
 def evaluate_root_env(cfg: Any) -> dict:
     """``scripts.main --evaluation True`` on a Motif run (a finished configuration): see the module docstring."""
+    from rl_baseline.envs.seeding import seed_run
     from rl_baseline.sf.env import build_skill_env, register_envs
     from rl_baseline.sf.evaluate import eval_dir
     from rl_baseline.sf.policy import load_policy
@@ -172,6 +173,7 @@ def evaluate_root_env(cfg: Any) -> dict:
     if not evaluates_root_env(cfg):
         raise ConfigError("root-environment evaluation is for --evaluation True of an nle_fixed_eat_action run")
     register_envs()
+    seed_run(int(cfg.seed or 0))
     protocol = cfg.eval_protocol
     n_envs = int(cfg.eval_num_envs) if protocol == "release" else max(1, min(int(cfg.eval_num_envs),
                                                                              int(cfg.eval_episodes)))

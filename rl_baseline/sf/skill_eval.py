@@ -120,8 +120,8 @@ def _finished(env: Any, skill: str, length: int, ended_by: str, start_depth: int
 def run_skill_episodes(envs: Sequence[Any], policy: Any, skill: str, episodes: int, policy_kind: str = "trained",
                        seed: int = 0, progress: bool = True) -> SkillEvalResult:
     """Steps ``envs`` (skill environments holding ``skill``) with ``policy`` until ``episodes``
-    episodes have finished; games are seeded ``seed * 100_003 + game index`` and then
-    continue their own random streams."""
+    episodes have finished; episode ``k`` plays the game of seed ``seed * 100_003 + k``
+    (:mod:`rl_baseline.envs.seeding`), so every policy meets the same games."""
     result = SkillEvalResult(skill, policy_kind)
     n = len(envs)
     obs, start_depths = [], []
@@ -149,8 +149,8 @@ def run_skill_episodes(envs: Sequence[Any], policy: Any, skill: str, episodes: i
                 lengths[i] = 0
                 policy.episode_ended(i)
                 if started < episodes:
+                    o, info = env.reset(seed=int(seed) * 100_003 + started)
                     started += 1
-                    o, info = env.reset()
                     start_depths[i] = int(info.get("depth", 1))
                 else:
                     active[i] = False
@@ -177,6 +177,7 @@ def skill_env_config(cfg: Any) -> SkillEnvConfig:
 def evaluate_skill_with(cfg: Any, policy_kind: str, episodes: int, num_envs: int, seed: int = 0,
                         progress: bool = True, init_seed: int = 0) -> tuple[SkillEvalResult, dict]:
     """One policy (``trained``, ``untrained`` or ``random``) held on ``cfg.eval_skill``."""
+    from rl_baseline.envs.seeding import seed_run
     from rl_baseline.sf.env import build_skill_env, register_envs
     from rl_baseline.sf.policy import UniformRandomPolicy, load_policy
 
@@ -187,6 +188,7 @@ def evaluate_skill_with(cfg: Any, policy_kind: str, episodes: int, num_envs: int
         _REGISTERED.append(True)
     require_resolved(cfg, "forced-skill evaluation")
     skill = forced_skill(cfg)
+    seed_run(seed)
     n_envs = max(1, min(int(num_envs), int(episodes)))
     envs = [build_skill_env(skill_env_config(cfg)) for _ in range(n_envs)]
     info: dict[str, Any] = {"checkpoint": None, "env_steps": 0}

@@ -1,0 +1,40 @@
+"""Seeding a NetHack game through ``reset(seed=...)``.
+
+NLE 1.x's ``reset(seed=s)`` seeds gymnasium's generator only; the game itself draws from NetHack's
+two generators (core and disp), set by ``NLE.seed(core, disp, reseed)`` for the next reset and
+then left to run on: without a seed per reset, the second and later games of an environment differ
+from run to run. Our environments seed the game in ``reset(seed=s)``, so the same ``s`` gives the
+same game (same map, same starting inventory), and the evaluation loops pass one seed per episode.
+NetHack's own re-seeding (an anti-automation measure) is turned off for a seeded game.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+_MASK = (1 << 63) - 1
+
+
+def game_seeds(seed: int) -> tuple[int, int]:
+    """NetHack's (core, disp) seeds for ``seed`` (distinct, non-negative, 63 bits)."""
+    core = int(seed) & _MASK
+    disp = (int(seed) * 0x9E3779B97F4A7C15 + 0x5EED) & _MASK
+    return core, disp
+
+
+def seed_game(nle_env: Any, seed: int) -> None:
+    """The next ``reset`` of ``nle_env`` (an ``nle.env.NLE``) starts the game of ``seed``."""
+    core, disp = game_seeds(seed)
+    nle_env.seed(core, disp, reseed=False)
+
+
+def seed_run(seed: int) -> None:
+    """The generators an evaluation draws from besides the games: action sampling (torch) and the
+    generated policies over skills (Python's ``random``, numpy's global generator)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(int(seed))
+    np.random.seed(int(seed) & 0xFFFFFFFF)
+    torch.manual_seed(int(seed))
