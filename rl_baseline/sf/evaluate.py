@@ -186,7 +186,7 @@ def run_evaluation(
             if recording and i == 0:
                 frame_fn(env)
             ended_by = None
-            if truncated:
+            if truncated or (terminated and _aborted(info)):
                 ended_by = "step_limit"
             elif terminated:
                 ended_by = "game"
@@ -223,6 +223,14 @@ def run_evaluation(
     errors = sum(int(getattr(getattr(env, "meta_policy", None), "num_errors", 0) or 0) for env in envs)
     return RunResult(episodes=results, protocol=protocol, num_envs=n, env_steps_run=steps_run,
                      unfinished=unfinished, env_step_budget=budget, meta_policy_errors=errors)
+
+
+def _aborted(info: dict) -> bool:
+    """NLE's end status ABORTED (-1): the step limit ended the episode. The Monk environment reports it as
+    ``terminated`` on the step that reaches ``max_episode_steps`` (it quits the game then), so ``truncated``
+    alone misses it; the forced-skill evaluation reads the status the same way."""
+    status = info.get("end_status")
+    return status is not None and int(status) == -1
 
 
 # ----------------------------------------------------------------------------- summaries
