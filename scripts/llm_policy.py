@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max_episode_steps", type=int, default=5000,
                    help="the per-episode step cap (an episode reaching it ends as step_limit)")
     t.add_argument("--seed", type=int, default=2,
-                   help="game seeds: the same as MaestroMotif's evaluation with the same --seed (its default is 2)")
+                   help="seeds every episode's dungeon: the same command plays the same games")
     t.add_argument("--history", type=int, default=4, help="past steps (message and action) shown in each prompt")
     t.add_argument("--out_dir", default="train_dir/baselines/llm_policy",
                    help="results go to {out_dir}/eval/ and {out_dir}/cost.json")

@@ -33,7 +33,7 @@ from rl_baseline.llm_policy.render import RenderConfig, message_text, render_obs
 logger = logging.getLogger(__name__)
 
 FALLBACK_ACTION = "search"
-STEP_MESSAGES_KEY = "step_messages"  # put into the observation by rl_baseline.llm_policy.run.StepMessages
+STEP_MESSAGES_KEY = "step_messages"  # put into the observation by rl_baseline.llm_policy.run.LLMGame
 
 
 class LLMActionPolicy:

@@ -11,8 +11,8 @@ writes (``mean``, ``stderr``, ``episodes``, ``protocol``, ``release``, ``project
 failures, how tokens were counted), ``llm`` per episode, and ``cost``
 (:mod:`rl_baseline.llm_policy.cost`); then ``{out_dir}/cost.json`` is brought up to date.
 
-Games are reset with the seeds MaestroMotif's evaluation uses for the same ``seed`` (2 by default,
-the skill policy's), so both methods meet the same dungeons. The per-episode step cap is the
+Every episode's dungeon is seeded from ``seed`` (:class:`LLMGame`), so a rerun of the same command
+plays the same games (and is answered from the reply cache). The per-episode step cap is the
 environment's ``max_episode_steps``; episodes cut by it end as ``step_limit``.
 """
 from __future__ import annotations
@@ -36,8 +36,16 @@ logger = logging.getLogger(__name__)
 METHOD_NAMES = {"zero_shot": "llm_policy", "equivalent": "llm_policy_equivalent"}
 
 
-class StepMessages(gym.Wrapper):
-    """Puts every message of a step (also those dismissed with --More--) into the observation, for the prompt."""
+class LLMGame(gym.Wrapper):
+    """A Monk game as the LLM policy plays it: reproducible, with every message of a step in the observation.
+
+    NLE 1.0 ignores ``reset(seed=...)`` (NetHack's own generators are seeded with ``env.seed(core, disp)``
+    before a reset), so the seed ``run_evaluation`` passes at the first reset becomes this game's base
+    and every episode is seeded from it and its number (anti-TAS reseeding off): the same command plays
+    the same dungeons, so a rerun finds its questions in the reply cache and a recorded transcript
+    replays. The step's messages (also those dismissed with --More--) go into the observation for the
+    prompt.
+    """
 
     # what run_evaluation looks up on a skill environment; absent here (no skills), answered without
     # gymnasium's warning about attributes read through a wrapper
@@ -45,8 +53,19 @@ class StepMessages(gym.Wrapper):
     stats = None
     meta_policy = None
 
-    def reset(self, **kwargs: Any):
-        obs, info = self.env.reset(**kwargs)
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.base_seed: Optional[int] = None
+        self.episode = 0
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        if seed is not None:
+            self.base_seed, self.episode = int(seed), 0
+        if self.base_seed is not None:
+            core = (self.base_seed * 1_000_003 + self.episode) % (2**63)
+            self.env.unwrapped.seed(core, core ^ 0x5EED, False)
+        self.episode += 1
+        obs, info = self.env.reset(options=options)
         return self._with(obs, info), info
 
     def step(self, action: Any):
@@ -136,7 +155,7 @@ def evaluate_llm_policy(cfg: LLMPolicyConfig, client: Optional[LLMClient] = None
     n = cfg.num_envs if cfg.protocol == "release" else max(1, min(cfg.num_envs, cfg.episodes))
     label = cfg.label()
     logger.info("%s on %s: %s protocol, %d game(s)", label, task, cfg.protocol, n)
-    envs = [StepMessages(make_monk_env(max_episode_steps=cfg.max_episode_steps)) for _ in range(n)]
+    envs = [LLMGame(make_monk_env(max_episode_steps=cfg.max_episode_steps)) for _ in range(n)]
     policy = LLMActionPolicy(client, task, cfg.prompt, n, history=cfg.history, render=RenderConfig())
     try:
         run = run_evaluation(envs, policy, task, protocol=cfg.protocol, episodes=cfg.episodes,
