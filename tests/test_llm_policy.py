@@ -589,6 +589,13 @@ def test_pipeline_phases_of_every_baseline_run_at_smoke_scale(pipeline_run):
         assert {"llm_tokens", "cpu_hours", "gpu_hours", "env_steps"} <= set(cost) and cost["llm_tokens"] > 0
     hier = json.loads((cfg.out / "baselines" / "hierarchical_llm" / "eval" / "buc_seed42.json").read_text())
     assert hier["meta_policy"] == "llm" and hier["checkpoint"].startswith(cfg.policy_train_dir)
+    assert hier["skill_experiment"] == cfg.experiment
+    # a report over the whole run files every baseline under its own name, never under MaestroMotif's experiment
+    from orchestration.report import find_eval_results
+
+    found = {(r.experiment, r.task) for r in find_eval_results(cfg.out)}
+    assert {(n, t) for n in LLM_BASELINES for t in ("buc", "gnomish")} <= found
+    assert not any(e == cfg.experiment for e, _ in found)
     assert hier["cost"]["training_env_steps"] >= 1000
     assert not list((Path(cfg.policy_train_dir) / cfg.experiment).glob("eval/*"))  # MaestroMotif's folder untouched
 

@@ -173,7 +173,8 @@ def evaluate_llm_policy(cfg: LLMPolicyConfig, client: Optional[LLMClient] = None
     llm = llm_section(client.stats, policy.parse_errors, cfg.llm)
     gpus = cfg.server_gpus + (cfg.llm.num_gpus if cfg.llm.backend == "vllm" else 0)
     summary.update(
-        method=cfg.method_name, label=label, prompt=cfg.prompt, max_episode_steps=cfg.max_episode_steps,
+        method=cfg.method_name, experiment=cfg.method_name, label=label, prompt=cfg.prompt,
+        max_episode_steps=cfg.max_episode_steps,
         seed=cfg.seed, llm=llm,
         cost=cost_section(label, clock, run.env_steps_run, gpus, llm),
     )

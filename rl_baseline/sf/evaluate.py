@@ -447,7 +447,10 @@ class _LLMEpisodes:
             gpus += 1.0  # the skill network's GPU
         label = (f"Hierarchical LLM policy: trained skills, next skill chosen by {self.settings.describe()}, "
                  f"{int(cfg.max_episode_steps)}-step cap")
-        summary.update(method=cfg.meta_llm_method, label=label, meta_policy="llm", llm=llm,
+        # "experiment" names the method, so a report over the whole run never files these results under
+        # MaestroMotif's experiment; the skill policy's own name stays in "skill_experiment"
+        summary.update(method=cfg.meta_llm_method, experiment=cfg.meta_llm_method, skill_experiment=cfg.experiment,
+                       label=label, meta_policy="llm", llm=llm,
                        max_episode_steps=int(cfg.max_episode_steps),
                        cost=cost_section(label, self.clock, run.env_steps_run, gpus, llm, training_env_steps))
 
