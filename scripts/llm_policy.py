@@ -123,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, BackendError) as exc:
         log.error("%s", exc)
         return 2
+    except Exception as exc:  # a local model that does not load (transformers: a wrong --model, ...)
+        log.error("--backend %s --model %s: the backend cannot be created: %s", args.backend, args.model, exc)
+        return 2
     evaluate_llm_policy(cfg, client)
     return 0
 

@@ -632,3 +632,15 @@ def test_hierarchical_llm_over_http_chooses_every_skill_and_counts_it(pipeline_r
     cost = json.loads((eval_dir.parent / "cost.json").read_text())
     assert cost["method"] == "hierarchical_llm" and cost["llm_tokens"] == llm["tokens"]
     assert cost["env_steps"] == r["run"]["env_steps_run"] and "note" in cost
+
+    # the server gone: the run stops before the first game, names it, writes nothing
+    other = tmp_path / "down" / "eval"
+    proc = subprocess.run(
+        [sys.executable, "-m", "scripts.main", "--train_dir", cfg.policy_train_dir, "--experiment", cfg.experiment,
+         "--evaluation", "True", "--eval_target", "buc", "--eval_protocol", "project", "--eval_episodes", "1",
+         "--meta_policy", "llm", "--meta_llm_backend", "openai", "--meta_llm_base_url", url,
+         "--meta_llm_model", MODEL, "--eval_dir", str(other), "--device", "cpu"],
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1"), capture_output=True,
+        text=True, timeout=300)
+    assert proc.returncode == 2 and "cannot reach the server" in proc.stdout + proc.stderr
+    assert not (tmp_path / "down").exists()

@@ -483,6 +483,12 @@ def evaluate(cfg: Any) -> dict:
     else:
         n_envs = max(1, min(int(cfg.eval_num_envs), int(cfg.eval_episodes)))
     env_cfg = SkillEnvConfig.from_cfg(cfg)
+    if env_cfg.meta_llm is not None:
+        from rl_baseline.llm_policy.client import shared_client
+
+        # the model the environments will ask: reached (or loaded) before anything else, so a server that
+        # does not answer stops the run here, named, with nothing written
+        shared_client(env_cfg.meta_llm)
     envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
     skill_names = envs[0].skill_names
     loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
