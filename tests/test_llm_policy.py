@@ -644,3 +644,38 @@ def test_hierarchical_llm_over_http_chooses_every_skill_and_counts_it(pipeline_r
         text=True, timeout=300)
     assert proc.returncode == 2 and "cannot reach the server" in proc.stdout + proc.stderr
     assert not (tmp_path / "down").exists()
+
+
+# ----------------------------------------------------------------------------- a real (tiny, local) model
+
+
+@pytest.mark.slow  # loading transformers takes seconds
+def test_transformers_backend_reports_the_tokenizers_counts(tmp_path):
+    from common.llm import make_backend
+    from tests.test_annotation import _tiny_model
+
+    _tiny_model(tmp_path / "tiny", answer_token_first=True)  # greedy decoding repeats one token
+    backend = make_backend("transformers", model=str(tmp_path / "tiny"), temperature=0.0, max_tokens=3, device="cpu")
+    conversations = [conv("descender a"), conv("b b b b b b b b")]
+    completions = backend.complete(conversations)
+    tok = backend.tokenizer
+    for c, cv in zip(completions, conversations):
+        text = tok.apply_chat_template(cv, tokenize=False, add_generation_prompt=True)
+        assert c.prompt_tokens == len(tok(text, add_special_tokens=False)["input_ids"])  # padding not counted
+        assert c.completion_tokens == 3 and c.text.startswith("Answer: 1")
+
+
+@pytest.mark.slow
+def test_llm_policy_with_a_local_model_counts_its_tokens_exactly_and_its_unusable_replies(tmp_path):
+    from tests.test_annotation import _tiny_model
+
+    _tiny_model(tmp_path / "tiny", answer_token_first=True)  # it can only say "Answer: 1": never an action
+    out = tmp_path / "run"
+    assert _run_llm_policy(["--eval_target", "delphi", "--backend", "transformers", "--model", str(tmp_path / "tiny"),
+                            "--temperature", "0", "--max_tokens", "2", "--eval_episodes", "1", "--max_episode_steps",
+                            "5", "--out_dir", str(out)]) == 0
+    r = _result(out, "delphi")
+    llm = r["llm"]
+    assert llm["is_llm"] and llm["model"] == str(tmp_path / "tiny") and llm["tokens_counted_by"] == "backend usage (exact)"
+    assert llm["calls"] == 5 == llm["parse_errors"] and llm["completion_tokens"] == 2 * llm["calls"]
+    assert "via transformers" in r["label"] and "stand-in" not in r["label"]
