@@ -23,6 +23,14 @@ Backends:
 * ``random``: random preference answers (seeded), for baselines and tests.
 * ``heuristic``: a rule-based stand-in for the LLM, registered by :mod:`rlaif.heuristic`
   (its rules read annotation prompts; importing any ``rlaif`` module registers it).
+* ``stand_in``: a rule-based stand-in for the LLM policies' action and next-skill prompts,
+  registered by :mod:`rl_baseline.llm_policy` (not a language model either).
+
+Token usage: :meth:`Backend.complete` returns :class:`Completion` objects, the reply with the
+prompt and completion token counts where the backend knows them exactly (``openai``: the server's
+``usage``; ``hf``: the endpoint's ``usage``; ``vllm`` and ``transformers``: the tokenizer's counts);
+the rule-based, random and replay backends report none (``None``), and callers that need a count
+then approximate it (:mod:`rl_baseline.llm_policy.client`).
 
 The model ids of the paper's two models live here once: :data:`ANNOTATOR_MODEL` (annotation)
 and :data:`CODER_MODEL` (code generation); Motif's Llama 2 annotators in :data:`MOTIF_ANNOTATOR_MODELS`.
@@ -40,7 +48,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +83,19 @@ class SamplingConfig:
     seed: int | None = None
 
 
+@dataclass
+class Completion:
+    """One reply and its token counts as the backend reports them (``None``: not reported)."""
+
+    text: str
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+
+    @property
+    def has_usage(self) -> bool:
+        return self.prompt_tokens is not None and self.completion_tokens is not None
+
+
 class Backend:
     """Base class: ``generate(conversations) -> replies`` (one text per conversation)."""
 
@@ -82,6 +103,11 @@ class Backend:
 
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         raise NotImplementedError
+
+    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
+        """The replies with their token counts; backends that know the counts override this
+        (the default reports none, so every backend keeps working)."""
+        return [Completion(text) for text in self.generate(conversations)]
 
     def chat(self, messages: Conversation) -> str:
         """The reply to one conversation."""
@@ -164,7 +190,19 @@ class ReplayBackend(Backend):
 # --------------------------------------------------------------------------- remote backends
 
 
-def _retrying(call: Callable[[], str], max_retries: int, backoff: float, what: str, retryable: Callable[[Exception], bool]) -> str:
+def _usage_counts(usage: Any) -> tuple[Optional[int], Optional[int]]:
+    """``(prompt_tokens, completion_tokens)`` of an OpenAI-style ``usage`` (a dict or an object), or Nones."""
+    if usage is None:
+        return None, None
+    get = usage.get if isinstance(usage, dict) else lambda k: getattr(usage, k, None)
+    prompt, completion = get("prompt_tokens"), get("completion_tokens")
+    if isinstance(prompt, int) and isinstance(completion, int):
+        return prompt, completion
+    return None, None
+
+
+def _retrying(call: Callable[[], Any], max_retries: int, backoff: float, what: str,
+              retryable: Callable[[Exception], bool]) -> Any:
     delay = backoff
     for attempt in range(max_retries + 1):
         try:
@@ -256,27 +294,35 @@ class OpenAIBackend(Backend):
             payload["seed"] = s.seed
         return payload
 
-    def _one(self, conv: Conversation) -> str:
+    def _one_completion(self, conv: Conversation) -> Completion:
         requests = self._requests
 
-        def call() -> str:
+        def call() -> Completion:
             resp = self._session.post(self.url, json=self._payload(conv), timeout=self.timeout)
             if resp.status_code == 429 or resp.status_code >= 500:
                 raise _RetryableHTTP(f"HTTP {resp.status_code} from {self.url}")
             if resp.status_code != 200:
                 raise BackendError(f"HTTP {resp.status_code} from {self.url}: {resp.text[:300]}")
             try:
-                return resp.json()["choices"][0]["message"]["content"] or ""
+                body = resp.json()
+                text = body["choices"][0]["message"]["content"] or ""
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 raise BackendError(f"malformed reply from {self.url}: {resp.text[:300]}") from exc
+            return Completion(text, *_usage_counts(body.get("usage")))
 
         def retryable(exc: Exception) -> bool:
             return isinstance(exc, (_RetryableHTTP, requests.ConnectionError, requests.Timeout))
 
         return _retrying(call, self.max_retries, self.backoff, f"openai backend ({self.url})", retryable)
 
+    def _one(self, conv: Conversation) -> str:
+        return self._one_completion(conv).text
+
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         return list(self._pool.map(self._one, conversations))
+
+    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
+        return list(self._pool.map(self._one_completion, conversations))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -319,13 +365,13 @@ class HFInferenceBackend(Backend):
         self.backoff = backoff
         self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
 
-    def _one(self, conv: Conversation) -> str:
+    def _one_completion(self, conv: Conversation) -> Completion:
         import requests
         from huggingface_hub.errors import HfHubHTTPError
 
         s = self.sampling
 
-        def call() -> str:
+        def call() -> Completion:
             out = self._client.chat_completion(
                 messages=conv,
                 model=self.model if self.target != self.model else None,
@@ -334,7 +380,7 @@ class HFInferenceBackend(Backend):
                 top_p=s.top_p,
                 seed=s.seed,
             )
-            return out.choices[0].message.content or ""
+            return Completion(out.choices[0].message.content or "", *_usage_counts(getattr(out, "usage", None)))
 
         def retryable(exc: Exception) -> bool:
             if isinstance(exc, HfHubHTTPError):
@@ -344,8 +390,14 @@ class HFInferenceBackend(Backend):
 
         return _retrying(call, self.max_retries, self.backoff, f"hf backend ({self.target})", retryable)
 
+    def _one(self, conv: Conversation) -> str:
+        return self._one_completion(conv).text
+
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         return list(self._pool.map(self._one, conversations))
+
+    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
+        return list(self._pool.map(self._one_completion, conversations))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -395,6 +447,9 @@ class TransformersBackend(Backend):
             torch.manual_seed(self.sampling.seed)
 
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        return [c.text for c in self.complete(conversations)]
+
+    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
         torch, tok, s = self._torch, self.tokenizer, self.sampling
         texts = [_chat_text(tok, c) for c in conversations]
         batch = tok(
@@ -408,7 +463,12 @@ class TransformersBackend(Backend):
         with torch.no_grad():
             out = self.model.generate(**batch, **kwargs)
         new = out[:, batch["input_ids"].shape[1]:]
-        return tok.batch_decode(new, skip_special_tokens=True)
+        replies = tok.batch_decode(new, skip_special_tokens=True)
+        # exact counts: the prompt's non-padding tokens, and the new tokens up to the first padding one
+        prompt_counts = batch["attention_mask"].sum(dim=1).tolist()
+        pad = tok.pad_token_id
+        new_counts = [int((row != pad).cumprod(dim=0).sum()) if pad is not None else int(row.numel()) for row in new]
+        return [Completion(r, int(p), n) for r, p, n in zip(replies, prompt_counts, new_counts)]
 
     def describe(self) -> str:
         return f"transformers ({self.model_name} on {self.device})"
@@ -467,9 +527,18 @@ class VLLMBackend(Backend):
         self.model_name = model
 
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        return [c.text for c in self.complete(conversations)]
+
+    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
         prompts = [self._tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
         outputs = self._llm.generate(prompts, self._params, use_tqdm=False)
-        return [o.outputs[0].text for o in outputs]
+        out = []
+        for o in outputs:
+            prompt_ids, new_ids = getattr(o, "prompt_token_ids", None), getattr(o.outputs[0], "token_ids", None)
+            counted = prompt_ids is not None and new_ids is not None
+            out.append(Completion(o.outputs[0].text, len(prompt_ids) if counted else None,
+                                  len(new_ids) if counted else None))
+        return out
 
     def describe(self) -> str:
         return f"vllm ({self.model_name})"
@@ -485,7 +554,10 @@ _FACTORIES: dict[str, Callable[..., Backend]] = {
     "replay": ReplayBackend,
 }
 # backends whose rules live in a phase package, registered when that package is imported
-_REGISTERED_BY = {"heuristic": "rlaif.heuristic (import any rlaif module)"}
+_REGISTERED_BY = {
+    "heuristic": "rlaif.heuristic (import any rlaif module)",
+    "stand_in": "rl_baseline.llm_policy.stand_in (import it)",
+}
 
 
 def register_backend(name: str, factory: Callable[..., Backend]) -> None:

@@ -217,8 +217,11 @@ class Phase:
     """One command of the pipeline.
 
     ``stage`` groups phases (collect, annotate, merge, reward, generate, combine, check,
-    train, eval, report); ``array`` is a slurm array spec for the paper plan, where the
-    command holds ``$SLURM_ARRAY_TASK_ID`` (or a bash array indexed by it, ``array_values``).
+    train, eval, report; baselines add theirs); ``array`` is a slurm array spec for the paper plan,
+    where the command holds ``$SLURM_ARRAY_TASK_ID`` (or a bash array indexed by it, ``array_values``).
+    ``after`` names the phases whose outputs this one reads (its slurm job waits for theirs), and
+    ``slurm`` gives a phase its own job template and the values of that template's extra slots
+    (``{"template": "baseline_llm.sbatch", "gpus": "8", ...}``; see :mod:`orchestration.slurm`).
     """
 
     name: str
@@ -229,6 +232,8 @@ class Phase:
     array: Optional[str] = None
     array_values: tuple[str, ...] = ()
     note: str = ""
+    after: tuple[str, ...] = ()
+    slurm: dict[str, str] = field(default_factory=dict)
 
     def argv(self, python: str = "python") -> list[str]:
         return [python, "-m", self.module, *self.args]

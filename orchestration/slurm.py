@@ -15,6 +15,10 @@ Files written by :func:`write_slurm`:
 * ``train_skills.sbatch``               phase 4, requeued on preemption / near the time limit
 * ``evaluate.sbatch``                   array over the evaluation targets
 * ``report.sbatch`` and ``submit_all.sh`` (submits everything with the right dependencies)
+* baselines (``--baselines``): ``{name}_{item}.sbatch`` from the template their phase names
+  (``Phase.slurm["template"]``, its other entries filling the template's extra slots), else from
+  ``job.sbatch`` (one command on one node); they wait for the phases in ``Phase.after``, and the
+  report waits for them
 
 Example: ``python -m slurm.render --out slurm_jobs`` (the same as
 ``python -m scripts.pipeline --preset paper --write_slurm slurm_jobs``).
@@ -66,10 +70,10 @@ class SlurmSettings:
     port: int = 8000
     times: dict[str, str] = field(default_factory=lambda: {
         "collect": "24:00:00", "annotate": "48:00:00", "reward": "12:00:00", "generate": "06:00:00",
-        "train": "48:00:00", "eval": "24:00:00",
+        "train": "48:00:00", "eval": "24:00:00", "baseline_llm": "48:00:00",
     })
     cpus: dict[str, int] = field(default_factory=lambda: {
-        "collect": 16, "annotate": 16, "reward": 40, "train": 32, "eval": 16,
+        "collect": 16, "annotate": 16, "reward": 40, "train": 32, "eval": 16, "baseline_llm": 16,
     })
 
 
@@ -157,6 +161,11 @@ def render_jobs(plan: Sequence[Phase], cfg: PipelineConfig,
         stage = phase.stage
         if stage == "combine" or stage == "check":
             continue  # combine runs in the generate job; the check is part of the smoke run only
+        if phase.slurm or stage not in STAGE_TEMPLATE:
+            fname, text = _own_job(phase, common, s)
+            files[fname] = text
+            jobs.append((fname, phase))
+            continue
         kind, _, item = phase.name.partition("/")
         fname = f"{kind}_{item}.sbatch" if item and stage not in ("train", "eval") else \
             {"train": "train_skills.sbatch", "eval": "evaluate.sbatch", "report": "report.sbatch"}.get(stage, "")
@@ -198,6 +207,30 @@ def render_jobs(plan: Sequence[Phase], cfg: PipelineConfig,
     return files
 
 
+GENERIC_TEMPLATE = "job.sbatch"
+
+
+def _own_job(phase: Phase, common: dict[str, str], s: SlurmSettings) -> tuple[str, str]:
+    """The job of a phase with its own template (``Phase.slurm``) or none of the pipeline's stages:
+    the template's slots are filled from the common values, the phase's ``slurm`` entries and the
+    settings; a slot left without a value is an error (:func:`fill_template`)."""
+    kind, _, item = phase.name.partition("/")
+    fname = f"{kind}_{item}.sbatch".replace("/", "_") if item else f"{kind}.sbatch"
+    template = phase.slurm.get("template", GENERIC_TEMPLATE)
+    path = TEMPLATE_DIR / template
+    if not path.is_file():
+        raise SlurmError(f"phase {phase.name}: no template {path}")
+    text = path.read_text()
+    slots = set(SLOT.findall(text))
+    candidates = dict(common, job_name=f"mm-{kind}-{item}" if item else f"mm-{kind}",
+                      command=format_command(phase.argv("python")), setup=s.setup, vllm_setup=s.vllm_setup,
+                      time=s.times.get(phase.stage, s.times.get("eval", "24:00:00")),
+                      cpus=str(s.cpus.get(phase.stage, s.cpus.get("eval", 16))),
+                      array=phase.array or "0", array_values=" ".join(phase.array_values))
+    candidates.update({k: v for k, v in phase.slurm.items() if k != "template"})
+    return fname, fill_template(text, {k: v for k, v in candidates.items() if k in slots}, template)
+
+
 def submit_script(jobs: Sequence[tuple[str, Phase]], settings: SlurmSettings) -> str:
     """Bash script submitting every job with ``--dependency=afterok`` on what it reads."""
     lines = [
@@ -215,10 +248,16 @@ def submit_script(jobs: Sequence[tuple[str, Phase]], settings: SlurmSettings) ->
     var: dict[str, str] = {}
     rewards: list[str] = []
     generated: dict[str, str] = {}
+    extra: list[str] = []  # the baselines' jobs: the report waits for them too
     for fname, phase in jobs:
         kind, _, item = phase.name.partition("/")
         v = re.sub(r"\W", "_", f"{kind}_{item}" if item else kind).upper()
-        if phase.stage == "collect":
+        if phase.slurm or phase.stage not in STAGE_TEMPLATE:
+            deps = [var[n] for n in phase.after if n in var]
+            lines.append(f'{v}=$(submit $(after {" ".join("${" + d + "}" for d in deps)}) "$HERE/{fname}")' if deps
+                         else f'{v}=$(submit "$HERE/{fname}")')
+            extra.append(v)
+        elif phase.stage == "collect":
             lines.append(f'{v}=""; [ "${{SKIP_COLLECT:-0}}" = 1 ] || {v}=$(submit "$HERE/{fname}")')
         elif phase.stage == "annotate":
             dep = var.get(f"collect/{item}", "")
@@ -247,8 +286,9 @@ def submit_script(jobs: Sequence[tuple[str, Phase]], settings: SlurmSettings) ->
             deps = [var["train/skills"]] + [g for t, g in generated.items() if t != "exploration"]
             lines.append(f'{v}=$(submit $(after {" ".join("${" + d + "}" for d in deps)}) "$HERE/{fname}")')
         elif phase.stage == "report":
-            dep = var.get("eval/targets")
-            lines.append(f'{v}=$(sbatch --parsable {"--dependency=afterany:${" + dep + "} " if dep else ""}"$HERE/{fname}")')
+            deps = [d for d in [var.get("eval/targets")] + extra if d]
+            ids = ":".join("${" + d + "}" for d in deps)
+            lines.append(f'{v}=$(sbatch --parsable {"--dependency=afterany:" + ids + " " if deps else ""}"$HERE/{fname}")')
         var[phase.name] = v
     lines += ["", 'echo "submitted; follow them with: squeue --me"', ""]
     return "\n".join(lines)

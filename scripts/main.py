@@ -53,6 +53,7 @@ logger = logging.getLogger("scripts.main")
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
+    from common.llm import BackendError
     from rl_baseline.sf.cfg import ConfigError, evaluates_root_env, forced_skill, resolve_cfg
     from rl_baseline.sf.checkpoints import CheckpointError
 
@@ -76,7 +77,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from rl_baseline.sf.train import train
 
         return train(cfg)
-    except (ConfigError, CheckpointError, FileNotFoundError) as exc:
+    except (ConfigError, CheckpointError, FileNotFoundError, BackendError) as exc:  # BackendError: --meta_llm_*
         logger.error("%s", exc)
         return 2
     except Exception as exc:  # sample-factory's config loader raises bare Exception

@@ -11,7 +11,13 @@ last user prompt of the project's online prompts (rl_baseline/online/prompts.py)
 * classification: ``<label> FOO </label>`` when the message mentions gold, a kill, experience or
   going down (a stand-in for a judge's taste), else ``<label> BAR </label>``;
 * ranking: ``Answer: 1`` / ``Answer: 2`` for the message with more of those words, ``none`` on a tie;
-* goals: two goal lines.
+* goals: two goal lines;
+* the LLM baselines' next-action and next-skill questions (rl_baseline/llm_policy/prompts.py): the
+  rules of :mod:`rl_baseline.llm_policy.stand_in`.
+
+Every reply carries a ``usage`` with the stand-in's own token counts (whitespace-separated words of
+the request's messages and of the reply; not a tokenizer's), so clients read ``usage`` as they do
+from a real server.
 
 ``garbage`` mode answers every question with text that has no label. Every request is appended to
 ``--log`` (one JSON line per request) when given, so tests can count what was asked.
@@ -25,6 +31,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from rl_baseline.llm_policy.stand_in import answer as policy_answer
+
 WORDS = ("gold", "kill", "experience", "descend", "down")
 _QUOTED = re.compile(r'\{"(.*)"\}', re.S)
 _PAIR = re.compile(r'Message 1: "(.*)"\nMessage 2: "(.*)"\n', re.S)
@@ -37,6 +45,9 @@ def score(text: str) -> int:
 def answer(prompt: str, mode: str) -> str:
     if mode == "garbage":
         return "I am not sure what to say about that."
+    policy = policy_answer(prompt)  # the LLM baselines' action / next-skill questions
+    if policy is not None:
+        return policy
     pair = _PAIR.search(prompt)
     if pair:
         a, b = score(pair.group(1)), score(pair.group(2))
@@ -86,12 +97,15 @@ def serve(port: int, model: str, mode: str, delay: float = 0.0, log: str | None 
             if delay:
                 time.sleep(delay)
             text = answer(prompt, mode)
+            usage = {"prompt_tokens": sum(len(str(m.get("content", "")).split()) for m in body.get("messages", [])),
+                     "completion_tokens": len(text.split())}
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
             if log:
                 with lock, open(log, "a") as fh:
-                    fh.write(json.dumps({"prompt": prompt, "answer": text}) + "\n")
+                    fh.write(json.dumps({"prompt": prompt, "answer": text, "usage": usage}) + "\n")
             self._send(200, {"id": "x", "object": "chat.completion", "created": int(time.time()), "model": model,
                              "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                          "finish_reason": "stop"}]})
+                                          "finish_reason": "stop"}], "usage": usage})
 
     ThreadingHTTPServer.request_queue_size = 128  # the annotator sends a batch of requests at once
     httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)

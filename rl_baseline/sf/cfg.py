@@ -114,6 +114,7 @@ WANDB_SPELLINGS = {"--wandb": "--with_wandb", "--wandb_entity": "--wandb_user", 
 # (--with_wandb is sample-factory's flag; the run is started by rl_baseline.sf.wandb_run, not by sample-factory)
 ONI_DIR = "oni"  # under {train_dir}/{experiment}: the online labels, networks and statistics
 NO_TASK = "none"
+META_POLICY_KINDS = ("code", "llm")  # who picks the next skill in evaluation: generated code or a language model
 SF1_REWARD_CLIP = 10.0  # sample-factory 1's --reward_clip, applied after --reward_scale by Motif's and ONI's actors
 DEFAULT_QUANTILES = "[0.95,0.85,0.85,0.85,0.85]"  # paper: 95th for the discoverer, 85th for the others
 
@@ -249,6 +250,34 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                    help="online_cls_reward_model: reward 1 when p(progress) exceeds this")
     o.add_argument("--reward_model_lr", type=float, default=1e-4, help="online reward network: Adam learning rate")
     o.add_argument("--reward_model_batch_size", type=int, default=256, help="online reward network: batch size")
+    # the hierarchical LLM policy baseline (rl_baseline/llm_policy/meta.py)
+    h = p.add_argument_group("hierarchical LLM policy over skills (evaluation, --meta_policy llm)")
+    h.add_argument("--meta_policy", type=str, default="code", choices=META_POLICY_KINDS,
+                   help="who picks the next skill when a skill ends, in evaluation: code (the task's generated policy "
+                        "over skills: MaestroMotif) or llm (a language model asked at run time: the paper's hierarchical "
+                        "LLM policy baseline; when skills may start and end stays the task module's)")
+    h.add_argument("--meta_llm_backend", type=str, default=None,
+                   help="--meta_policy llm: vllm, openai (a server at --meta_llm_base_url), hf, transformers, replay or "
+                        "stand_in (a RULE-BASED STAND-IN for the model, no language model)")
+    h.add_argument("--meta_llm_model", type=str, default=None,
+                   help="--meta_policy llm: model id (default: common.llm.CODER_MODEL, Llama 3.1 405B Instruct)")
+    h.add_argument("--meta_llm_base_url", type=str, default=None,
+                   help="--meta_policy llm with --meta_llm_backend openai/hf: the server, e.g. http://localhost:8000/v1")
+    h.add_argument("--meta_llm_replay", type=str, default=None,
+                   help="--meta_llm_backend replay: a transcript written by --meta_llm_record")
+    h.add_argument("--meta_llm_record", type=str, default=None,
+                   help="append every question the backend answers and its reply to this JSONL transcript")
+    h.add_argument("--meta_llm_cache_dir", type=str, default=None,
+                   help="reply cache folder (default: llm_cache next to the evaluation folder; 'none' for no cache)")
+    h.add_argument("--meta_llm_temperature", type=float, default=0.1, help="sampling temperature (the paper's 0.1)")
+    h.add_argument("--meta_llm_max_tokens", type=int, default=256, help="reply length cap in tokens")
+    h.add_argument("--meta_llm_num_gpus", type=int, default=1, help="--meta_llm_backend vllm: tensor parallel size")
+    h.add_argument("--meta_llm_server_gpus", type=float, default=0.0,
+                   help="GPUs of the server answering --meta_llm_base_url, to count its GPU hours in cost.json")
+    h.add_argument("--meta_llm_method", type=str, default="hierarchical_llm",
+                   help="method name in the results and in cost.json (written next to the evaluation folder)")
+    g.add_argument("--eval_dir", type=str, default=None,
+                   help="folder for the evaluation's results (default {train_dir}/{experiment}/eval)")
     # model
     g.add_argument("--encoder_arch", type=str, default="project", choices=("project", "release"),
                    help="policy encoder layout: project (this repository's CDGPT5 encoder) or release (the "
@@ -303,7 +332,10 @@ def _default_device() -> str:
 
 #: evaluation flags that come from the evaluating command, never from the saved training configuration
 EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs",
-              "eval_deterministic_actions", "save_video", "eval_skill", "eval_start_depth")
+              "eval_deterministic_actions", "save_video", "eval_skill", "eval_start_depth", "eval_dir",
+              "meta_policy", "meta_llm_backend", "meta_llm_model", "meta_llm_base_url", "meta_llm_replay",
+              "meta_llm_record", "meta_llm_cache_dir", "meta_llm_temperature", "meta_llm_max_tokens",
+              "meta_llm_num_gpus", "meta_llm_server_gpus", "meta_llm_method")
 
 
 def parse_list_flag(value: Any, flag: str) -> list:
@@ -496,12 +528,62 @@ def check_command_line(cfg: argparse.Namespace) -> None:
     eval_skill = getattr(cfg, "eval_skill", NO_TASK) or NO_TASK
     if eval_skill != NO_TASK and eval_skill not in SKILLS:
         raise ConfigError(f"--eval_skill {eval_skill!r}: expected one of {', '.join(SKILLS)} or none")
+    check_meta_policy_flags(cfg)
     if cfg.evaluation and eval_skill == NO_TASK:
         check_eval_args(cfg)
     elif cfg.evaluation:  # forced-skill evaluation: a number of episodes, whatever --eval_protocol says
         for name in ("eval_episodes", "eval_num_envs"):
             if int(getattr(cfg, name)) < 1:
                 raise ConfigError(f"--{name} must be at least 1, got {getattr(cfg, name)}")
+
+
+def check_meta_policy_flags(cfg: argparse.Namespace) -> None:
+    """``--meta_policy llm`` (the hierarchical LLM policy): an evaluation of the skill environment on a task,
+    with a backend that can work here (checked without loading a model); :class:`ConfigError` naming the flag."""
+    from common.llm import BackendError
+    from common.vocabulary import EVAL_TASKS
+
+    if getattr(cfg, "meta_policy", "code") != "llm":
+        return
+    if not cfg.evaluation:
+        raise ConfigError("--meta_policy llm is an evaluation of trained skills: pass --evaluation True")
+    if (getattr(cfg, "eval_skill", NO_TASK) or NO_TASK) != NO_TASK:
+        raise ConfigError("--meta_policy llm chooses skills; --eval_skill holds one: pass only one of them")
+    if cfg.env != SKILL_ENV:
+        raise ConfigError(f"--meta_policy llm needs the skill environment (--env {SKILL_ENV}), not {cfg.env}")
+    if cfg.eval_target not in EVAL_TASKS:
+        raise ConfigError(f"--meta_policy llm needs --eval_target set to an evaluation task ({', '.join(EVAL_TASKS)}), "
+                          f"got {cfg.eval_target!r}")
+    if not getattr(cfg, "meta_llm_backend", None):
+        raise ConfigError("--meta_policy llm needs --meta_llm_backend: vllm, openai (with --meta_llm_base_url), hf, "
+                          "transformers, replay (with --meta_llm_replay) or stand_in (a rule-based stand-in, no LLM)")
+    from rl_baseline.llm_policy.client import check_backend
+
+    try:
+        check_backend(meta_llm_settings(cfg), flag_prefix="--meta_llm_")
+    except BackendError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def meta_llm_settings(cfg: Any) -> Any:
+    """The :class:`rl_baseline.llm_policy.client.LLMSettings` of ``--meta_llm_*``."""
+    from common.llm import CODER_MODEL
+    from rl_baseline.llm_policy.client import LLMSettings
+
+    cache = getattr(cfg, "meta_llm_cache_dir", None)
+    if cache is None:
+        cache = os.path.join(os.path.dirname(os.path.normpath(eval_dir_of(cfg))), "llm_cache")
+    return LLMSettings(
+        backend=cfg.meta_llm_backend, model=cfg.meta_llm_model or CODER_MODEL, base_url=cfg.meta_llm_base_url,
+        replay=cfg.meta_llm_replay, temperature=float(cfg.meta_llm_temperature),
+        max_tokens=int(cfg.meta_llm_max_tokens), num_gpus=int(cfg.meta_llm_num_gpus),
+        cache_dir=None if str(cache).lower() == "none" else cache, record=cfg.meta_llm_record,
+    )
+
+
+def eval_dir_of(cfg: Any) -> str:
+    """Where an evaluation writes its results: ``--eval_dir``, else ``{train_dir}/{experiment}/eval``."""
+    return getattr(cfg, "eval_dir", None) or os.path.join(cfg.train_dir, cfg.experiment, "eval")
 
 
 def check_flags(cfg: argparse.Namespace) -> None:
@@ -534,6 +616,7 @@ def check_flags(cfg: argparse.Namespace) -> None:
         )
     if int(cfg.max_episode_steps) < 1:
         raise ConfigError(f"--max_episode_steps must be at least 1, got {cfg.max_episode_steps}")
+    check_meta_policy_flags(cfg)  # again: the saved experiment may have changed --env
     try:
         check_msg_max_keys(cfg.msg_max_keys)
     except RewardConfigError as exc:
@@ -747,6 +830,9 @@ class SkillEnvConfig:
     # Motif's and ONI's sample-factory 1 clipped the scaled game reward to [-10, 10] (its --reward_clip)
     # before the coefficient: the clip of the raw game reward is 10 / --reward_scale
     game_reward_clip: Optional[float] = None
+    # the hierarchical LLM policy (--meta_policy llm): a language model picks the next skill; the model's
+    # settings (rl_baseline.llm_policy.client.LLMSettings), None for the generated code
+    meta_llm: Optional[Any] = None
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "SkillEnvConfig":
@@ -774,6 +860,8 @@ class SkillEnvConfig:
             bow_threshold=float(getattr(cfg, "bow_threshold", -0.5)),
             game_reward_clip=(SF1_REWARD_CLIP / float(getattr(cfg, "game_reward_scale", 1.0) or 1.0)
                               if cfg.env == MOTIF_ENV else None),
+            meta_llm=(meta_llm_settings(cfg) if uses_meta_policy(cfg) and getattr(cfg, "meta_policy", "code") == "llm"
+                      else None),
         )
 
 

@@ -198,6 +198,12 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
     reward.game_reward_clip = config.game_reward_clip
     if config.forced_skill is not None:
         factory = functools.partial(SingleSkillPolicy, config.forced_skill)
+    elif config.task is not None and config.meta_llm is not None:
+        # the hierarchical LLM policy: a language model picks the next skill, the task's module the rest
+        from rl_baseline.llm_policy.meta import make_llm_meta_policy
+
+        factory = functools.partial(make_llm_meta_policy, config.task, config.code_seed, config.meta_policy_root,
+                                    config.meta_llm)
     elif config.task is not None:
         from rl_baseline.skills.meta_policy import load
 

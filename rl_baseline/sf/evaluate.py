@@ -85,7 +85,10 @@ def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
 
 
 def eval_dir(cfg: Any) -> Path:
-    return Path(cfg.train_dir) / cfg.experiment / "eval"
+    """``--eval_dir``, else ``{train_dir}/{experiment}/eval``."""
+    from rl_baseline.sf.cfg import eval_dir_of
+
+    return Path(eval_dir_of(cfg))
 
 
 def _action_names() -> Optional[list[str]]:
@@ -121,7 +124,8 @@ def run_evaluation(
     frame_fn: Optional[Callable[[Any], None]] = None,
     progress: bool = True,
 ) -> RunResult:
-    """Steps ``envs`` with ``policy`` (``act(obs_list) -> actions``, ``episode_ended(i)``) under
+    """Steps ``envs`` with ``policy`` (``act(obs_list) -> actions``, ``episode_ended(i)``; a policy with
+    ``takes_active_mask = True`` gets ``act(obs_list, active)``, the games still running) under
     ``protocol``: "release" runs ``env_steps`` env steps in all, resetting games as their
     episodes end; "project" runs until ``episodes`` episodes have finished. Both trackers
     follow every episode; the protocol's own decides when an episode ends. Episode ``k`` plays the
@@ -160,8 +164,10 @@ def run_evaluation(
     def out_of_budget() -> bool:
         return budget is not None and steps_run >= budget
 
+    # a policy that pays per question (the LLM policy) is told which games still run
+    with_mask = bool(getattr(policy, "takes_active_mask", False))
     while active.any() and not out_of_budget() and (target is None or len(results) < target):
-        actions = policy.act(obs)
+        actions = policy.act(obs, active.copy()) if with_mask else policy.act(obs)
         steps_before = steps_run
         for i, env in enumerate(envs):
             if not active[i]:
@@ -181,7 +187,7 @@ def run_evaluation(
             if recording and i == 0:
                 frame_fn(env)
             ended_by = None
-            if truncated:
+            if truncated or (terminated and _aborted(info)):
                 ended_by = "step_limit"
             elif terminated:
                 ended_by = "game"
@@ -218,6 +224,14 @@ def run_evaluation(
     errors = sum(int(getattr(getattr(env, "meta_policy", None), "num_errors", 0) or 0) for env in envs)
     return RunResult(episodes=results, protocol=protocol, num_envs=n, env_steps_run=steps_run,
                      unfinished=unfinished, env_step_budget=budget, meta_policy_errors=errors)
+
+
+def _aborted(info: dict) -> bool:
+    """NLE's end status ABORTED (-1): the step limit ended the episode. The Monk environment reports it as
+    ``terminated`` on the step that reaches ``max_episode_steps`` (it quits the game then), so ``truncated``
+    alone misses it; the forced-skill evaluation reads the status the same way."""
+    status = info.get("end_status")
+    return status is not None and int(status) == -1
 
 
 # ----------------------------------------------------------------------------- summaries
@@ -395,6 +409,53 @@ def write_results(out_stem: Path, summary: dict, skill_names: tuple[str, ...]) -
     return [json_path, csv_path, png_path]
 
 
+class _LLMEpisodes:
+    """The hierarchical LLM policy's bookkeeping around the acting network: when ``run_evaluation`` ends
+    an episode of game ``i``, the questions game ``i``'s policy over skills asked during it are taken
+    (in the order of the results, so they sit next to each episode in the JSON)."""
+
+    def __init__(self, policy: Any, envs: Sequence[Any], settings: Any, clock: Any) -> None:
+        self.policy = policy
+        self.envs = envs
+        self.settings = settings
+        self.clock = clock
+        self.finished: list[dict] = []
+
+    def act(self, obs: list[dict]) -> np.ndarray:
+        return self.policy.act(obs)
+
+    def episode_ended(self, i: int) -> None:
+        self.policy.episode_ended(i)
+        meta = getattr(self.envs[i], "meta_policy", None)
+        if meta is not None and hasattr(meta, "take_episode_stats"):
+            self.finished.append(meta.take_episode_stats().as_dict())
+
+    def add_to(self, summary: dict, cfg: Any, run: RunResult, training_env_steps: int) -> None:
+        from rl_baseline.llm_policy.client import shared_client
+        from rl_baseline.llm_policy.cost import cost_section
+        from rl_baseline.llm_policy.run import llm_section
+
+        metas = [getattr(env, "meta_policy", None) for env in self.envs]
+        parse_errors = sum(int(getattr(m, "parse_errors", 0)) for m in metas)
+        invalid = sum(int(getattr(m, "invalid_choices", 0)) for m in metas)
+        client = shared_client(self.settings)
+        llm = llm_section(client.stats, parse_errors, self.settings, invalid)
+        for entry, stats in zip(summary["per_episode"], self.finished):
+            entry["llm"] = stats
+        gpus = float(cfg.meta_llm_server_gpus) + (float(self.settings.num_gpus) if self.settings.backend == "vllm"
+                                                   else 0.0)
+        if getattr(cfg, "device", "cpu") == "gpu":
+            gpus += 1.0  # the skill network's GPU
+        label = (f"Hierarchical LLM policy: trained skills, next skill chosen by {self.settings.describe()}, "
+                 f"{int(cfg.max_episode_steps)}-step cap")
+        # "experiment" names the method, so a report over the whole run never files these results under
+        # MaestroMotif's experiment; the skill policy's own name stays in "skill_experiment"
+        summary.update(method=cfg.meta_llm_method, experiment=cfg.meta_llm_method, skill_experiment=cfg.experiment,
+                       label=label, meta_policy="llm", llm=llm,
+                       max_episode_steps=int(cfg.max_episode_steps),
+                       cost=cost_section(label, self.clock, run.env_steps_run, gpus, llm, training_env_steps))
+
+
 def _save_gif(frames: list[np.ndarray], path: Path) -> None:
     from PIL import Image
 
@@ -425,6 +486,12 @@ def evaluate(cfg: Any) -> dict:
     else:
         n_envs = max(1, min(int(cfg.eval_num_envs), int(cfg.eval_episodes)))
     env_cfg = SkillEnvConfig.from_cfg(cfg)
+    if env_cfg.meta_llm is not None:
+        from rl_baseline.llm_policy.client import shared_client
+
+        # the model the environments will ask: reached (or loaded) before anything else, so a server that
+        # does not answer stops the run here, named, with nothing written
+        shared_client(env_cfg.meta_llm)
     envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
     skill_names = envs[0].skill_names
     loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
@@ -434,6 +501,13 @@ def evaluate(cfg: Any) -> dict:
                 loaded.env_steps, task, protocol, n_envs, what)
 
     policy = loaded.acting(n_envs, bool(cfg.eval_deterministic_actions))
+    llm_run = None
+    if env_cfg.meta_llm is not None:
+        from rl_baseline.llm_policy.cost import CostClock
+
+        # the hierarchical LLM policy: count each episode's questions as it ends
+        llm_run = _LLMEpisodes(policy, envs, env_cfg.meta_llm, CostClock().start())
+        policy = llm_run
     frames: list[np.ndarray] = []
     frame_fn = None
     if cfg.save_video:
@@ -459,8 +533,22 @@ def evaluate(cfg: Any) -> dict:
         code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(loaded.checkpoint),
         env_steps=loaded.env_steps, deterministic=bool(cfg.eval_deterministic_actions),
     )
+    if llm_run is not None:
+        llm_run.add_to(summary, cfg, run, int(loaded.env_steps))
     stem = eval_dir(cfg) / f"{task}_seed{cfg.code_seed}"
     paths = write_results(stem, summary, skill_names)
+    if llm_run is not None:
+        from rl_baseline.llm_policy.cost import update_cost_json
+
+        update_cost_json(eval_dir(cfg).parent, summary["method"])
+        llm = summary["llm"]
+        logger.info("%s: %d LLM calls (%d from the cache), %d tokens (%s), %d parse failures, %d choices of a skill "
+                    "that could not start; cost in %s", summary["label"], llm["calls"], llm["cache_hits"],
+                    llm["tokens"], llm["tokens_counted_by"], llm["parse_errors"], llm["invalid_choices"],
+                    eval_dir(cfg).parent / "cost.json")
+        if not env_cfg.meta_llm.is_llm:
+            logger.warning("no language model chose the skills (%s); these numbers are not an LLM's",
+                           env_cfg.meta_llm.describe())
     if frames:
         _save_gif(frames, stem.with_suffix(".gif"))
         paths.append(stem.with_suffix(".gif"))
