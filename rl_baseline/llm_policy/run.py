@@ -39,12 +39,11 @@ METHOD_NAMES = {"zero_shot": "llm_policy", "equivalent": "llm_policy_equivalent"
 class LLMGame(gym.Wrapper):
     """A Monk game as the LLM policy plays it: reproducible, with every message of a step in the observation.
 
-    NLE 1.0 ignores ``reset(seed=...)`` (NetHack's own generators are seeded with ``env.seed(core, disp)``
-    before a reset), so the seed ``run_evaluation`` passes at the first reset becomes this game's base
-    and every episode is seeded from it and its number (anti-TAS reseeding off): the same command plays
-    the same dungeons, so a rerun finds its questions in the reply cache and a recorded transcript
-    replays. The step's messages (also those dismissed with --More--) go into the observation for the
-    prompt.
+    The game is reproducible: ``run_evaluation`` gives every episode its own seed and our
+    environment's ``reset(seed=...)`` seeds NetHack's generators (:mod:`rl_baseline.envs.seeding`),
+    so the same command plays the same dungeons, a rerun finds its questions in the reply cache and
+    a recorded transcript replays. The step's messages (also those dismissed with --More--) go into
+    the observation for the prompt.
     """
 
     # what run_evaluation looks up on a skill environment; absent here (no skills), answered without
@@ -53,19 +52,8 @@ class LLMGame(gym.Wrapper):
     stats = None
     meta_policy = None
 
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self.base_seed: Optional[int] = None
-        self.episode = 0
-
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
-        if seed is not None:
-            self.base_seed, self.episode = int(seed), 0
-        if self.base_seed is not None:
-            core = (self.base_seed * 1_000_003 + self.episode) % (2**63)
-            self.env.unwrapped.seed(core, core ^ 0x5EED, False)
-        self.episode += 1
-        obs, info = self.env.reset(options=options)
+        obs, info = self.env.reset(seed=seed, options=options)
         return self._with(obs, info), info
 
     def step(self, action: Any):
