@@ -122,6 +122,7 @@ def report_markdown(report: dict[str, Any]) -> str:
             name = f"**{m}**" if main else m
             lines.append(f"| {skill} | {name} | " + " | ".join(cells) + f" | {verdict} |")
     lines.append("")
+    lines += behaviour_table(report)
     starts = {s: e.get("start_depth", 1) for s, e in report["skills"].items() if e.get("start_depth", 1) > 1}
     if starts:
         lines.append("Episodes of " + ", ".join(f"{s} start on level {d}" for s, d in starts.items())
@@ -129,6 +130,32 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines.append("`trained > random`: the trained policy's interval lies above the random policy's "
                  "(non-overlapping 95% confidence intervals) on the main measure.")
     return "\n".join(lines) + "\n"
+
+
+def behaviour_table(report: dict[str, Any], top: int = 3) -> list[str]:
+    """How the held episodes went, per skill and policy: median length, the most taken actions and
+    how the games ended (read from their last messages), for telling why a measure stays at zero."""
+    rows = []
+    for skill, entry in report["skills"].items():
+        for kind, summary in entry["policies"].items():
+            shares = summary.get("action_shares")
+            if shares is None:  # a report written before these were recorded
+                continue
+            acts = ", ".join(f"{a} {100 * v:.0f}%" for a, v in list(shares.items())[:top])
+            n = max(1, int(summary.get("episodes") or 0))
+            ends = ", ".join(f"{e} {c}/{n}" for e, c in list((summary.get("endings") or {}).items())[:top])
+            median = summary.get("median_length")
+            rows.append(f"| {skill} | {kind} | {_num(median)} | {acts} | {ends} |")
+    if not rows:
+        return []
+    return ["How the episodes went (median length in steps; the most taken actions; how the episodes ended, "
+            "read from their last messages):", "",
+            "| skill | policy | median length | most taken actions | endings |", "|---|---|---|---|---|",
+            *rows, ""]
+
+
+def _num(x: Any) -> str:
+    return "n/a" if not isinstance(x, (int, float)) or x != x else f"{x:.0f}"
 
 
 def plot_skill_report(report: dict[str, Any], path: Path) -> None:

@@ -186,6 +186,32 @@ def test_forced_skill_episodes_are_the_same_games_on_every_run():
     assert run() == first  # ... and the same ones again, the later episodes of each game included
 
 
+def test_episodes_record_their_actions_and_how_they_ended_on_live_games():
+    from rl_baseline.sf.skill_eval import ending_of, run_skill_episodes
+
+    class Pray:  # a Monk praying on every turn angers the god within a few turns
+        def act(self, obs):
+            return [action_index("pray")] * len(obs)
+
+        def episode_ended(self, i):
+            pass
+
+    envs = [held("discoverer", max_episode_steps=200)]
+    try:
+        result = run_skill_episodes(envs, Pray(), "discoverer", 2, seed=1, progress=False)
+    finally:
+        envs[0].close()
+    summary = result.summary()
+    assert [e.actions for e in result.episodes] == [{"pray": e.length} for e in result.episodes]
+    assert summary["action_shares"] == {"pray": 1.0}
+    assert summary["endings"] == {"angered its god (prayer)": 2} and summary["deaths"] == 2
+    # the other endings
+    assert ending_of(["You faint from lack of food.", "You die from starvation."], "game") == "starved"
+    assert ending_of(["The jackal bites!", "You die..."], "game") == "killed by a monster"
+    assert ending_of(["The jackal bites!"], "step_limit") == "step limit"
+    assert ending_of(["You ascend!"], "game") == "other"
+
+
 def test_ascender_starts_deeper_and_a_death_there_is_final_and_climbs_nothing():
     env = held("ascender", start_depth=3)
     try:

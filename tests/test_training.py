@@ -904,8 +904,13 @@ def test_skill_report_compares_trained_untrained_and_random(trained):
         assert entry["policies"]["untrained"]["checkpoint"] is None
     assert report["skills"]["ascender"]["start_depth"] == 3
     assert all(e["start_depth"] == 3 for e in report["skills"]["ascender"]["policies"]["random"]["per_episode"])
+    random = report["skills"]["discoverer"]["policies"]["random"]
+    assert sum(random["action_shares"].values()) == pytest.approx(1.0) and len(random["action_shares"]) > 3
+    assert sum(random["endings"].values()) == 2
     md = (policy_dir / "skill_report.md").read_text()
     assert "| descender | **levels_descended** |" in md and "| trained | untrained | random |" in md
+    assert "| skill | policy | median length | most taken actions | endings |" in md
+    assert "| discoverer | random |" in md
     assert (policy_dir / "skill_report.png").stat().st_size > 0
     # bad input: a folder without a trained experiment, an unknown skill; nothing is written
     for extra, needle in ((["--policy_dir", str(tmp)], "config.json"),

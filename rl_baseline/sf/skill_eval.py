@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -63,6 +65,27 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+#: how a game ended, read from its last messages (first match wins); a coarse summary for the report
+_ENDINGS = (
+    ("angered its god (prayer)", re.compile(r"Thou hast angered me|Thou durst|bolt of lightning|"
+                                            r"wide-angle disintegration|elemental of ")),
+    ("starved", re.compile(r"starvation|faint from lack of food")),
+    ("killed by a monster", re.compile(r"You die|You fry|You are killed")),
+)
+
+
+def ending_of(messages: Sequence[str], ended_by: str) -> str:
+    """How an episode ended in a few words: the step limit, or a death's cause read from the
+    episode's last messages (``other`` when none of the patterns matches)."""
+    if ended_by != "game":
+        return ended_by.replace("_", " ")
+    text = "  ".join(messages)
+    for name, pattern in _ENDINGS:
+        if pattern.search(text):
+            return name
+    return "other"
+
+
 @dataclass
 class SkillEpisode:
     """One forced-skill episode: the skill's measures and how the episode went."""
@@ -74,6 +97,8 @@ class SkillEpisode:
     max_depth: int
     intrinsic_return: float
     nonzero_fraction: float
+    actions: dict[str, int] = field(default_factory=dict)  # action name -> times taken
+    ending: str = ""  # ending_of(last messages)
 
 
 @dataclass
@@ -89,6 +114,11 @@ class SkillEvalResult:
             mean, lo, hi = mean_ci95(values)
             measures[m] = {"mean": mean, "ci95": [lo, hi], "values": values}
         lengths = [e.length for e in self.episodes]
+        actions: Counter = Counter()
+        for e in self.episodes:
+            actions.update(e.actions)
+        taken = sum(actions.values())
+        endings = Counter(e.ending for e in self.episodes if e.ending)
         return {
             "skill": self.skill,
             "policy": self.policy,
@@ -97,6 +127,9 @@ class SkillEvalResult:
             "measures": measures,
             "mean_length": float(np.mean(lengths)) if lengths else math.nan,
             "deaths": sum(e.ended_by == "game" for e in self.episodes),
+            "median_length": float(np.median(lengths)) if lengths else math.nan,
+            "action_shares": {a: n / taken for a, n in actions.most_common()} if taken else {},
+            "endings": dict(endings.most_common()),
             "mean_intrinsic_return": float(np.mean([e.intrinsic_return for e in self.episodes]))
             if self.episodes else math.nan,
             "mean_nonzero_fraction": float(np.mean([e.nonzero_fraction for e in self.episodes]))
@@ -105,7 +138,8 @@ class SkillEvalResult:
         }
 
 
-def _finished(env: Any, skill: str, length: int, ended_by: str, start_depth: int) -> SkillEpisode:
+def _finished(env: Any, skill: str, length: int, ended_by: str, start_depth: int, actions: Counter,
+              last_messages: Sequence[str]) -> SkillEpisode:
     st = env.stats
     idx = env.skill_names.index(skill)
     steps = int(st.time[idx])
@@ -114,7 +148,14 @@ def _finished(env: Any, skill: str, length: int, ended_by: str, start_depth: int
         length=length, ended_by=ended_by, start_depth=start_depth, max_depth=int(st.max_depth),
         intrinsic_return=float(st.intrinsic[idx]),
         nonzero_fraction=float(st.nonzero[idx]) / steps if steps else 0.0,
+        actions=dict(actions), ending=ending_of(last_messages, ended_by),
     )
+
+
+def _action_names(n: int) -> list[str]:
+    from common.nethack.actions import ACTION_NAMES
+
+    return list(ACTION_NAMES) if len(ACTION_NAMES) == n else [str(i) for i in range(n)]
 
 
 def run_skill_episodes(envs: Sequence[Any], policy: Any, skill: str, episodes: int, policy_kind: str = "trained",
@@ -134,6 +175,9 @@ def run_skill_episodes(envs: Sequence[Any], policy: Any, skill: str, episodes: i
     lengths = np.zeros(n, dtype=np.int64)
     active = np.ones(n, dtype=bool)
     started = n
+    names = _action_names(int(envs[0].action_space.n))
+    taken = [Counter() for _ in range(n)]
+    last: list[list[str]] = [[] for _ in range(n)]  # the episode's last few messages
     bar = tqdm(total=episodes, desc=f"{skill} ({policy_kind})", disable=None if progress else True)
     while active.any() and len(result.episodes) < episodes:
         actions = policy.act(obs)
@@ -142,10 +186,15 @@ def run_skill_episodes(envs: Sequence[Any], policy: Any, skill: str, episodes: i
                 continue
             o, _, terminated, truncated, info = env.step(int(actions[i]))
             lengths[i] += 1
+            taken[i][names[int(actions[i])]] += 1
+            if info.get("messages"):
+                last[i] = (last[i] + list(info["messages"]))[-4:]
             if terminated or truncated:
                 ended_by = "step_limit" if truncated or not _is_game_over(info) else "game"
-                result.episodes.append(_finished(env, skill, int(lengths[i]), ended_by, start_depths[i]))
+                result.episodes.append(_finished(env, skill, int(lengths[i]), ended_by, start_depths[i],
+                                                 taken[i], last[i]))
                 bar.update(1)
+                taken[i], last[i] = Counter(), []
                 lengths[i] = 0
                 policy.episode_ended(i)
                 if started < episodes:
