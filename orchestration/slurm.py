@@ -14,6 +14,9 @@ Files written by :func:`write_slurm`:
 * ``generate_{task}.sbatch``            phases 2-3 (generate + combine) for each task
 * ``train_skills.sbatch``               phase 4, requeued on preemption / near the time limit
 * ``evaluate.sbatch``                   array over the evaluation targets
+* ``baseline_{name}_{step}.sbatch``     a phase of a baseline or ablation (``--baselines``): from
+  ``baseline_job.sbatch`` (``baseline_train.sbatch``, requeued, for training), each appending its wall
+  time to the phase's marker for the baseline's ``cost.json``; dependencies from ``Phase.after``
 * ``report.sbatch`` and ``submit_all.sh`` (submits everything with the right dependencies)
 
 Example: ``python -m slurm.render --out slurm_jobs`` (the same as
@@ -66,10 +69,10 @@ class SlurmSettings:
     port: int = 8000
     times: dict[str, str] = field(default_factory=lambda: {
         "collect": "24:00:00", "annotate": "48:00:00", "reward": "12:00:00", "generate": "06:00:00",
-        "train": "48:00:00", "eval": "24:00:00",
+        "train": "48:00:00", "eval": "24:00:00", "cost": "00:30:00",
     })
     cpus: dict[str, int] = field(default_factory=lambda: {
-        "collect": 16, "annotate": 16, "reward": 40, "train": 32, "eval": 16,
+        "collect": 16, "annotate": 16, "reward": 40, "train": 32, "eval": 16, "cost": 1,
     })
 
 
@@ -130,6 +133,61 @@ def server_variant(phase: Phase, port: int) -> Phase:
                  phase.outputs, None, (), "client of a vllm serve node")
 
 
+BASELINE_PREFIX = "baseline"  # the stages of the baselines' phases: baseline_{data,annotate,reward,train,eval,cost}
+#: the main stage whose time/cpus a baseline stage takes
+_BASELINE_KIND = {"baseline_data": "collect", "baseline_annotate": "annotate", "baseline_reward": "reward",
+                  "baseline_train": "train", "baseline_eval": "eval", "baseline_cost": "cost"}
+
+
+def is_baseline(phase: Phase) -> bool:
+    return phase.stage.startswith(BASELINE_PREFIX)
+
+
+def baseline_file(phase: Phase) -> str:
+    """``baselines/motif_task/train/gnomish`` -> ``baseline_motif_task_train_gnomish.sbatch``."""
+    return "baseline_" + phase.name.split("/", 1)[1].replace("/", "_") + ".sbatch"
+
+
+def _arg(phase: Phase, *flags: str) -> Optional[str]:
+    for flag in flags:
+        if flag in phase.args:
+            return phase.args[phase.args.index(flag) + 1]
+    return None
+
+
+def baseline_gpus(phase: Phase) -> int:
+    """GPUs a baseline phase's job asks for (and its cost counts): vLLM annotation its tensor-parallel size,
+    training and evaluation on ``--device gpu`` one, reward training one unless ``--device cpu`` (as the skills'
+    reward jobs), data and cost none."""
+    if phase.stage == "baseline_annotate":
+        return int(_arg(phase, "--num-gpus", "--num_gpus") or 1) if _arg(phase, "--backend") == "vllm" else 0
+    if phase.stage in ("baseline_train", "baseline_eval"):
+        return 1 if _arg(phase, "--device") == "gpu" else 0
+    if phase.stage == "baseline_reward":  # scripts.train_reward's --device auto takes the GPU when there is one
+        return 0 if _arg(phase, "--device") == "cpu" else 1
+    return 0
+
+
+def render_baseline(phase: Phase, cfg: PipelineConfig, common: dict[str, str], s: SlurmSettings) -> str:
+    """The job file of one baseline phase."""
+    kind = _BASELINE_KIND.get(phase.stage)
+    if kind is None:
+        raise SlurmError(f"phase {phase.name}: unknown baseline stage {phase.stage!r}")
+    gpus = baseline_gpus(phase)
+    resources = [f"#SBATCH --gpus-per-node={gpus}"] if gpus else []
+    if phase.array:
+        resources.append(f"#SBATCH --array={phase.array}")
+    marker = Path(cfg.out_dir) / ".pipeline" / (phase.name.replace("/", "__") + ".slurm.jsonl")
+    values = dict(common, job_name="mm-" + phase.name.split("/", 1)[1].replace("/", "-"),
+                  command=format_command(phase.argv("python")), time=s.times[kind], cpus=str(s.cpus[kind]),
+                  resources="\n".join(resources), marker=shlex.quote(str(marker)),
+                  prelude=f"EVAL_TARGETS=({' '.join(phase.array_values)})" if phase.array_values else "")
+    if _arg(phase, "--backend") == "vllm":
+        values["setup"] = s.vllm_setup
+    template = "baseline_train.sbatch" if phase.stage == "baseline_train" else "baseline_job.sbatch"
+    return render_template(template, values)
+
+
 def _model_of(phase: Phase) -> str:
     return phase.args[phase.args.index("--model") + 1] if "--model" in phase.args else ""
 
@@ -157,6 +215,11 @@ def render_jobs(plan: Sequence[Phase], cfg: PipelineConfig,
         stage = phase.stage
         if stage == "combine" or stage == "check":
             continue  # combine runs in the generate job; the check is part of the smoke run only
+        if is_baseline(phase):
+            fname = baseline_file(phase)
+            files[fname] = render_baseline(phase, cfg, common, s)
+            jobs.append((fname, phase))
+            continue
         kind, _, item = phase.name.partition("/")
         fname = f"{kind}_{item}.sbatch" if item and stage not in ("train", "eval") else \
             {"train": "train_skills.sbatch", "eval": "evaluate.sbatch", "report": "report.sbatch"}.get(stage, "")
@@ -215,9 +278,19 @@ def submit_script(jobs: Sequence[tuple[str, Phase]], settings: SlurmSettings) ->
     var: dict[str, str] = {}
     rewards: list[str] = []
     generated: dict[str, str] = {}
+    baseline_costs: list[str] = []
     for fname, phase in jobs:
         kind, _, item = phase.name.partition("/")
         v = re.sub(r"\W", "_", f"{kind}_{item}" if item else kind).upper()
+        if is_baseline(phase):
+            # its dependencies: the phases it names in `after` that have a job (MaestroMotif's or its own)
+            deps = [var[name] for name in phase.after if name in var]
+            lines.append(f'{v}=$(submit $(after {" ".join("${" + d + "}" for d in deps)}) "$HERE/{fname}")' if deps
+                         else f'{v}=$(submit "$HERE/{fname}")')
+            if phase.stage == "baseline_cost":
+                baseline_costs.append(v)
+            var[phase.name] = v
+            continue
         if phase.stage == "collect":
             lines.append(f'{v}=""; [ "${{SKIP_COLLECT:-0}}" = 1 ] || {v}=$(submit "$HERE/{fname}")')
         elif phase.stage == "annotate":
@@ -247,8 +320,10 @@ def submit_script(jobs: Sequence[tuple[str, Phase]], settings: SlurmSettings) ->
             deps = [var["train/skills"]] + [g for t, g in generated.items() if t != "exploration"]
             lines.append(f'{v}=$(submit $(after {" ".join("${" + d + "}" for d in deps)}) "$HERE/{fname}")')
         elif phase.stage == "report":
-            dep = var.get("eval/targets")
-            lines.append(f'{v}=$(sbatch --parsable {"--dependency=afterany:${" + dep + "} " if dep else ""}"$HERE/{fname}")')
+            # after the evaluations and every baseline's cost job, whether they succeeded or not
+            deps = ([var["eval/targets"]] if "eval/targets" in var else []) + baseline_costs
+            dep = ":".join("${" + d + "}" for d in deps)
+            lines.append(f'{v}=$(sbatch --parsable {"--dependency=afterany:" + dep + " " if dep else ""}"$HERE/{fname}")')
         var[phase.name] = v
     lines += ["", 'echo "submitted; follow them with: squeue --me"', ""]
     return "\n".join(lines)
