@@ -158,17 +158,17 @@ def check_baseline_flags(cfg: Any) -> None:
         if len(dirs) != int(cfg.num_skills):
             raise _config_error(f"--skill_policy_dirs lists {len(dirs)} folders but the policies have "
                                 f"{cfg.num_skills} skills: give one trained experiment per skill, in skill order")
-        for d in dirs:
-            if not os.path.isfile(os.path.join(d, "config.json")):
-                raise _config_error(f"--skill_policy_dirs: {d} holds no config.json; expected the folder of an "
-                                    "experiment trained by scripts.main (--train_skill S)")
 
 
 def check_skill_policies(cfg: Any) -> None:
-    """Each folder of ``--skill_policy_dirs`` was trained with its own skill held (``--train_skill``), in order."""
+    """Each folder of ``--skill_policy_dirs`` is a trained experiment whose skill was held (``--train_skill``),
+    in skill order."""
     import json
 
     for i, d in enumerate(getattr(cfg, "skill_policy_list", [])):
+        if not os.path.isfile(os.path.join(d, "config.json")):
+            raise _config_error(f"--skill_policy_dirs: {d} holds no config.json; expected the folder of an "
+                                "experiment trained by scripts.main (--train_skill S)")
         with open(os.path.join(d, "config.json"), encoding="utf-8") as fh:
             saved = json.load(fh)
         held = saved.get("train_skill", NONE) or NONE
