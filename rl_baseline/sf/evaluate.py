@@ -30,6 +30,10 @@ a non-zero count is also a warning at the end of the run) and ``per_episode``.
 
 Writes ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}`` (and a
 ``.gif`` of the first episode with ``--save_video True``).
+
+With ``--skill_policy_dirs`` (the isolated-skills ablation) the policy is one network per skill
+(:mod:`rl_baseline.sf.multi_policy`): the task's policy over skills picks the skill, that skill's
+network acts; the JSON also names each skill's network and checkpoint (``skill_networks``).
 """
 from __future__ import annotations
 
