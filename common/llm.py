@@ -33,7 +33,8 @@ the rule-based, random and replay backends report none (``None``), and callers t
 then approximate it (:mod:`rl_baseline.llm_policy.client`).
 
 The model ids of the paper's two models live here once: :data:`ANNOTATOR_MODEL` (annotation)
-and :data:`CODER_MODEL` (code generation); Motif's Llama 2 annotators in :data:`MOTIF_ANNOTATOR_MODELS`.
+and :data:`CODER_MODEL` (code generation); Motif's Llama 2 annotators in :data:`MOTIF_ANNOTATOR_MODELS`; the
+annotator-scale ablation's Llama 3.1 sizes in :data:`ANNOTATOR_MODELS_BY_SIZE`.
 
 One module on purpose (about 500 lines): it is the one client, and each backend is a short class
 behind the same two methods; splitting them would scatter what a reader compares.
@@ -63,6 +64,13 @@ CODER_MODEL = "meta-llama/Llama-3.1-405B-Instruct"
 DEFAULT_MODEL = ANNOTATOR_MODEL
 #: Motif's annotators (``scripts.annotate_pairs_dataset --llm-size``): the chat versions of Llama 2
 MOTIF_ANNOTATOR_MODELS: dict[int, str] = {size: f"meta-llama/Llama-2-{size}b-chat-hf" for size in (7, 13, 70)}
+#: The annotator-scale ablation (``scripts.pipeline --annotator_size``): Llama 3.1 Instruct by size, one id per
+#: model (70b is the paper's annotator, 405b its code generator)
+ANNOTATOR_MODELS_BY_SIZE: dict[str, str] = {
+    "8b": "meta-llama/Llama-3.1-8B-Instruct",
+    "70b": ANNOTATOR_MODEL,
+    "405b": CODER_MODEL,
+}
 
 
 class BackendError(RuntimeError):

@@ -66,6 +66,30 @@ TASK_MEASURE: dict[str, str] = {
 }
 
 
+#: What each evaluation task asks for, in this project's words (written from the paper's task table,
+#: docs/paper.md). The one home of these sentences: the baselines put them into annotation prompts
+#: (Motif task-specific), embed them (the embedding-similarity reward) and show them to LLM policies.
+TASK_DESCRIPTIONS: dict[str, str] = {
+    "gnomish": "Find the entrance to the Gnomish Mines, a branch of the dungeon that starts a few levels down, "
+               "and go down into it.",
+    "delphi": "Go down the main dungeon until you reach the level of the Oracle of Delphi, usually between "
+              "dungeon levels 5 and 9.",
+    "minetown": "Enter the Gnomish Mines and go down them until you reach Minetown, the small town a few levels "
+                "inside the Mines.",
+    "transactions": "Sell as many items as possible to shopkeepers: every completed sale counts.",
+    "price": "Find out what unidentified items are by the price shopkeepers offer for them: every item whose "
+             "identity a sell offer reveals counts.",
+    "buc": "Find out whether items are blessed, uncursed or cursed by dropping them on an altar: every item "
+           "whose status an altar reveals counts.",
+    "goldenexit": "Visit dungeon levels 1, 2 and 3, collect at least 20 gold pieces and kill 25 monsters, then "
+                  "climb the up staircase of level 1 to try to leave the dungeon.",
+    "levelupsell": "Stay on dungeon level 1 until you reach experience level 4, then sell an item to a "
+                   "shopkeeper, then stay alive for 300 more steps.",
+    "discoveryhunger": "Find the Gnomish Mines, get hungry and eat something while inside the Mines, then reach "
+                       "the level of the Oracle of Delphi in the main dungeon.",
+}
+
+
 def check_eval_target(name: str) -> str:
     if name not in EVAL_TASKS:
         raise ValueError(f"unknown eval target {name!r}; valid targets: {', '.join(EVAL_TASKS)}")

@@ -33,6 +33,7 @@ def register(name: str, description: str) -> Callable[[Provider], Provider]:
 def _load_providers() -> None:
     """Imports the modules that register baselines (their import registers them)."""
     import orchestration.baselines_llm  # noqa: F401  (llm_policy, llm_policy_equivalent, hierarchical_llm)
+    import orchestration.baselines_rl  # noqa: F401  (the RL baselines and the ablations)
 
 
 def available() -> dict[str, str]:

@@ -69,7 +69,7 @@ def _llm_policy_phases(cfg: PipelineConfig, name: str, prompt: str) -> list[Phas
         s = PAPER_SERVER
         targets = tuple(cfg.eval_targets)
         return [Phase(
-            f"{name}/eval", "baseline_llm", "scripts.llm_policy",
+            f"{BASELINES_DIR}/{name}/eval", "baseline_llm", "scripts.llm_policy",
             ["--eval_target", EVAL_TARGET_OF_ARRAY, "--backend", "openai", "--base_url", s.base_url,
              "--model", s.model, "--server_gpus", str(s.gpus), "--eval_protocol", "project",
              "--eval_episodes", str(PAPER_LLM_POLICY_EPISODES), "--eval_num_envs", str(PAPER_LLM_POLICY_ENVS),
@@ -80,7 +80,7 @@ def _llm_policy_phases(cfg: PipelineConfig, name: str, prompt: str) -> list[Phas
                  "steps per task",
         )]
     return [Phase(
-        f"{name}/{task}", "baseline", "scripts.llm_policy",
+        f"{BASELINES_DIR}/{name}/eval/{task}", "baseline_llm", "scripts.llm_policy",
         ["--eval_target", task, "--backend", "stand_in", "--eval_protocol", "project",
          "--eval_episodes", str(cfg.eval_episodes), "--eval_num_envs", str(cfg.eval_num_envs),
          "--max_episode_steps", str(cfg.max_episode_steps), *common],
@@ -114,7 +114,7 @@ def hierarchical_llm(cfg: PipelineConfig) -> list[Phase]:
         # the skill functions come from the tasks' modules, which code generation writes
         after = ("train/skills",) + tuple(f"generate/{t}" for t in (cfg.code_tasks or ()) if t in targets)
         return [Phase(
-            f"{name}/eval", "baseline_llm", "scripts.main",
+            f"{BASELINES_DIR}/{name}/eval", "baseline_llm", "scripts.main",
             train_args + ["--eval_target", EVAL_TARGET_OF_ARRAY, *common, "--meta_llm_backend", "openai",
                           "--meta_llm_base_url", s.base_url, "--meta_llm_model", s.model,
                           "--meta_llm_server_gpus", str(s.gpus)],
@@ -124,7 +124,7 @@ def hierarchical_llm(cfg: PipelineConfig) -> list[Phase]:
         )]
     exp = Path(cfg.policy_train_dir) / cfg.experiment
     return [Phase(
-        f"{name}/{task}", "baseline", "scripts.main",
+        f"{BASELINES_DIR}/{name}/eval/{task}", "baseline_llm", "scripts.main",
         train_args + ["--eval_target", task, "--eval_protocol", "project", "--eval_episodes", str(cfg.eval_episodes),
                       "--eval_num_envs", str(cfg.eval_num_envs), *common, "--meta_llm_backend", "stand_in"],
         outputs=[str(out / "eval" / f"{task}_seed{cfg.code_seed}.json"), str(out / "cost.json")],

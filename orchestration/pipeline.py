@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from common.llm import ANNOTATOR_MODEL, CODER_MODEL
+from common.llm import ANNOTATOR_MODEL, ANNOTATOR_MODELS_BY_SIZE, CODER_MODEL
 from common.vocabulary import EVAL_TASKS, SKILLS
 from orchestration.baselines import baseline_phases
 
@@ -113,6 +113,16 @@ class PipelineConfig:
     video_target: str = "goldenexit"
     # the paper's baselines and ablations to run too (orchestration.baselines), after the skills' phases
     baselines: tuple[str, ...] = ()
+    # the annotator by size (--annotator_size: common.llm.ANNOTATOR_MODELS_BY_SIZE); sets annotate_model unless
+    # that is given too. The annotator-scale ablation runs annotation, reward models, training and evaluation
+    # once per size of annotator_sizes.
+    annotator_size: str = "70b"
+    annotator_sizes: tuple[str, ...] = tuple(ANNOTATOR_MODELS_BY_SIZE)
+    # the embedding-similarity baseline's sentence-transformers model (any id or folder)
+    embedding_model: str = "all-MiniLM-L6-v2"
+    # sample-factory's --serial_mode for the baselines' training runs (one process instead of a learner,
+    # an inference and rollout workers: half the start-up time of a tiny run; the test suite uses it)
+    baseline_serial_mode: bool = False
 
     @property
     def out(self) -> Path:
@@ -187,6 +197,11 @@ def make_config(preset: str, **overrides: object) -> PipelineConfig:
         raise PipelineError(f"unknown pipeline setting(s): {', '.join(unknown)}")
     values = dict(PRESETS[preset], preset=preset)
     values.update({k: v for k, v in overrides.items() if v is not None})
+    for size in (values.get("annotator_size", "70b"), *values.get("annotator_sizes", ())):
+        if size not in ANNOTATOR_MODELS_BY_SIZE:
+            raise PipelineError(f"--annotator_size {size!r}: expected one of {', '.join(ANNOTATOR_MODELS_BY_SIZE)}")
+    if overrides.get("annotator_size") is not None and overrides.get("annotate_model") is None:
+        values["annotate_model"] = ANNOTATOR_MODELS_BY_SIZE[str(values["annotator_size"])]
     cfg = PipelineConfig(**values)
     bad = [t for t in cfg.eval_targets if t not in EVAL_TASKS]
     if bad:
@@ -232,6 +247,8 @@ class Phase:
     array: Optional[str] = None
     array_values: tuple[str, ...] = ()
     note: str = ""
+    # names of the phases this one reads the outputs of (slurm job dependencies of the baselines' phases;
+    # a name absent from the plan is ignored)
     after: tuple[str, ...] = ()
     slurm: dict[str, str] = field(default_factory=dict)
 

@@ -14,11 +14,14 @@ Files written by :func:`write_slurm`:
 * ``generate_{task}.sbatch``            phases 2-3 (generate + combine) for each task
 * ``train_skills.sbatch``               phase 4, requeued on preemption / near the time limit
 * ``evaluate.sbatch``                   array over the evaluation targets
-* ``report.sbatch`` and ``submit_all.sh`` (submits everything with the right dependencies)
-* baselines (``--baselines``): ``{name}_{item}.sbatch`` from the template their phase names
-  (``Phase.slurm["template"]``, its other entries filling the template's extra slots), else from
-  ``job.sbatch`` (one command on one node); they wait for the phases in ``Phase.after``, and the
-  report waits for them
+* ``baseline_{name}_{step}.sbatch``     a phase of an RL baseline or ablation (``--baselines``): from
+  ``baseline_job.sbatch`` (``baseline_train.sbatch``, requeued, for training), each appending its wall
+  time to the phase's marker for the baseline's ``cost.json``
+* ``{name}_{item}.sbatch``              a phase with its own template (``Phase.slurm["template"]``, its
+  other entries filling the template's extra slots: the LLM baselines, a model server per job), or of
+  no stage of ours (``job.sbatch``, one command on one node)
+* ``report.sbatch`` and ``submit_all.sh`` (submits everything with the right dependencies; a
+  baseline's job waits for the phases in its ``Phase.after``, the report for every baseline job)
 
 Example: ``python -m slurm.render --out slurm_jobs`` (the same as
 ``python -m scripts.pipeline --preset paper --write_slurm slurm_jobs``).
@@ -70,10 +73,10 @@ class SlurmSettings:
     port: int = 8000
     times: dict[str, str] = field(default_factory=lambda: {
         "collect": "24:00:00", "annotate": "48:00:00", "reward": "12:00:00", "generate": "06:00:00",
-        "train": "48:00:00", "eval": "24:00:00", "baseline_llm": "48:00:00",
+        "train": "48:00:00", "eval": "24:00:00", "baseline_llm": "48:00:00", "cost": "00:30:00",
     })
     cpus: dict[str, int] = field(default_factory=lambda: {
-        "collect": 16, "annotate": 16, "reward": 40, "train": 32, "eval": 16, "baseline_llm": 16,
+        "collect": 16, "annotate": 16, "reward": 40, "train": 32, "eval": 16, "baseline_llm": 16, "cost": 1,
     })
 
 
@@ -134,6 +137,61 @@ def server_variant(phase: Phase, port: int) -> Phase:
                  phase.outputs, None, (), "client of a vllm serve node")
 
 
+BASELINE_PREFIX = "baseline"  # the stages of the baselines' phases: baseline_{data,annotate,reward,train,eval,cost}
+#: the main stage whose time/cpus a baseline stage takes
+_BASELINE_KIND = {"baseline_data": "collect", "baseline_annotate": "annotate", "baseline_reward": "reward",
+                  "baseline_train": "train", "baseline_eval": "eval", "baseline_cost": "cost"}
+
+
+def is_baseline(phase: Phase) -> bool:
+    return phase.stage.startswith(BASELINE_PREFIX)
+
+
+def baseline_file(phase: Phase) -> str:
+    """``baselines/motif_task/train/gnomish`` -> ``baseline_motif_task_train_gnomish.sbatch``."""
+    return "baseline_" + phase.name.split("/", 1)[1].replace("/", "_") + ".sbatch"
+
+
+def _arg(phase: Phase, *flags: str) -> Optional[str]:
+    for flag in flags:
+        if flag in phase.args:
+            return phase.args[phase.args.index(flag) + 1]
+    return None
+
+
+def baseline_gpus(phase: Phase) -> int:
+    """GPUs a baseline phase's job asks for (and its cost counts): vLLM annotation its tensor-parallel size,
+    training and evaluation on ``--device gpu`` one, reward training one unless ``--device cpu`` (as the skills'
+    reward jobs), data and cost none."""
+    if phase.stage == "baseline_annotate":
+        return int(_arg(phase, "--num-gpus", "--num_gpus") or 1) if _arg(phase, "--backend") == "vllm" else 0
+    if phase.stage in ("baseline_train", "baseline_eval"):
+        return 1 if _arg(phase, "--device") == "gpu" else 0
+    if phase.stage == "baseline_reward":  # scripts.train_reward's --device auto takes the GPU when there is one
+        return 0 if _arg(phase, "--device") == "cpu" else 1
+    return 0
+
+
+def render_baseline(phase: Phase, cfg: PipelineConfig, common: dict[str, str], s: SlurmSettings) -> str:
+    """The job file of one baseline phase."""
+    kind = _BASELINE_KIND.get(phase.stage)
+    if kind is None:
+        raise SlurmError(f"phase {phase.name}: unknown baseline stage {phase.stage!r}")
+    gpus = baseline_gpus(phase)
+    resources = [f"#SBATCH --gpus-per-node={gpus}"] if gpus else []
+    if phase.array:
+        resources.append(f"#SBATCH --array={phase.array}")
+    marker = Path(cfg.out_dir) / ".pipeline" / (phase.name.replace("/", "__") + ".slurm.jsonl")
+    values = dict(common, job_name="mm-" + phase.name.split("/", 1)[1].replace("/", "-"),
+                  command=format_command(phase.argv("python")), time=s.times[kind], cpus=str(s.cpus[kind]),
+                  resources="\n".join(resources), marker=shlex.quote(str(marker)),
+                  prelude=f"EVAL_TARGETS=({' '.join(phase.array_values)})" if phase.array_values else "")
+    if _arg(phase, "--backend") == "vllm":
+        values["setup"] = s.vllm_setup
+    template = "baseline_train.sbatch" if phase.stage == "baseline_train" else "baseline_job.sbatch"
+    return render_template(template, values)
+
+
 def _model_of(phase: Phase) -> str:
     return phase.args[phase.args.index("--model") + 1] if "--model" in phase.args else ""
 
@@ -161,9 +219,15 @@ def render_jobs(plan: Sequence[Phase], cfg: PipelineConfig,
         stage = phase.stage
         if stage == "combine" or stage == "check":
             continue  # combine runs in the generate job; the check is part of the smoke run only
-        if phase.slurm or stage not in STAGE_TEMPLATE:
+        if phase.slurm or (stage not in STAGE_TEMPLATE and stage not in _BASELINE_KIND):
+            # a phase with its own template (the LLM baselines: a model server per job) or none of ours
             fname, text = _own_job(phase, common, s)
             files[fname] = text
+            jobs.append((fname, phase))
+            continue
+        if is_baseline(phase):
+            fname = baseline_file(phase)
+            files[fname] = render_baseline(phase, cfg, common, s)
             jobs.append((fname, phase))
             continue
         kind, _, item = phase.name.partition("/")
@@ -215,7 +279,10 @@ def _own_job(phase: Phase, common: dict[str, str], s: SlurmSettings) -> tuple[st
     the template's slots are filled from the common values, the phase's ``slurm`` entries and the
     settings; a slot left without a value is an error (:func:`fill_template`)."""
     kind, _, item = phase.name.partition("/")
-    fname = f"{kind}_{item}.sbatch".replace("/", "_") if item else f"{kind}.sbatch"
+    if is_baseline(phase):
+        fname = baseline_file(phase)
+    else:
+        fname = f"{kind}_{item}.sbatch".replace("/", "_") if item else f"{kind}.sbatch"
     template = phase.slurm.get("template", GENERIC_TEMPLATE)
     path = TEMPLATE_DIR / template
     if not path.is_file():
@@ -248,16 +315,19 @@ def submit_script(jobs: Sequence[tuple[str, Phase]], settings: SlurmSettings) ->
     var: dict[str, str] = {}
     rewards: list[str] = []
     generated: dict[str, str] = {}
-    extra: list[str] = []  # the baselines' jobs: the report waits for them too
+    baselines: list[str] = []  # the baselines' jobs: the report waits for them too
     for fname, phase in jobs:
         kind, _, item = phase.name.partition("/")
         v = re.sub(r"\W", "_", f"{kind}_{item}" if item else kind).upper()
         if phase.slurm or phase.stage not in STAGE_TEMPLATE:
-            deps = [var[n] for n in phase.after if n in var]
+            # its dependencies: the phases it names in `after` that have a job (MaestroMotif's or its own)
+            deps = [var[name] for name in phase.after if name in var]
             lines.append(f'{v}=$(submit $(after {" ".join("${" + d + "}" for d in deps)}) "$HERE/{fname}")' if deps
                          else f'{v}=$(submit "$HERE/{fname}")')
-            extra.append(v)
-        elif phase.stage == "collect":
+            baselines.append(v)
+            var[phase.name] = v
+            continue
+        if phase.stage == "collect":
             lines.append(f'{v}=""; [ "${{SKIP_COLLECT:-0}}" = 1 ] || {v}=$(submit "$HERE/{fname}")')
         elif phase.stage == "annotate":
             dep = var.get(f"collect/{item}", "")
@@ -286,9 +356,10 @@ def submit_script(jobs: Sequence[tuple[str, Phase]], settings: SlurmSettings) ->
             deps = [var["train/skills"]] + [g for t, g in generated.items() if t != "exploration"]
             lines.append(f'{v}=$(submit $(after {" ".join("${" + d + "}" for d in deps)}) "$HERE/{fname}")')
         elif phase.stage == "report":
-            deps = [d for d in [var.get("eval/targets")] + extra if d]
-            ids = ":".join("${" + d + "}" for d in deps)
-            lines.append(f'{v}=$(sbatch --parsable {"--dependency=afterany:" + ids + " " if deps else ""}"$HERE/{fname}")')
+            # after the evaluations and every baseline's jobs, whether they succeeded or not
+            deps = ([var["eval/targets"]] if "eval/targets" in var else []) + baselines
+            dep = ":".join("${" + d + "}" for d in deps)
+            lines.append(f'{v}=$(sbatch --parsable {"--dependency=afterany:" + dep + " " if dep else ""}"$HERE/{fname}")')
         var[phase.name] = v
     lines += ["", 'echo "submitted; follow them with: squeue --me"', ""]
     return "\n".join(lines)

@@ -134,6 +134,10 @@ class AnnotationConfig:
     llm_size: int = 70  # names the file: llama{llm_size}b_...
     system_prompt: str | None = None  # None: the layout's system prompt
     state_dir: str | None = None  # chunk files and metadata; None: preference_dir
+    # Motif's layout: text put before the goal sentence (rlaif.motif_prompts.equivalent_context) and its name
+    # (rlaif.motif_prompts.PROMPT_CONTEXTS), which also names the file
+    prompt_context: str = ""
+    prompt_context_name: str = "none"
 
     @property
     def annotator(self) -> str:
@@ -141,7 +145,7 @@ class AnnotationConfig:
             return self.custom_annotator_string
         if self.layout == "motif":
             return annotator_string(self.llm_size, self.goal_key, self.prompt_version, self.use_messages,
-                                    self.use_blstats)
+                                    self.use_blstats, self.prompt_context_name)
         return f"llama3_{self.goal_key}_default"
 
     @property
@@ -402,7 +406,8 @@ def _prepare(cfg: AnnotationConfig) -> tuple[PairSource, Any]:
         return ObservationPairs(dataset, data_path), builder
     try:
         kwargs = {} if cfg.system_prompt is None else {"system_prompt": cfg.system_prompt}
-        builder = MotifPromptBuilder(cfg.goal_key, cfg.prompt_version, load_prompt_file(cfg.prompt), **kwargs)
+        builder = MotifPromptBuilder(cfg.goal_key, cfg.prompt_version, load_prompt_file(cfg.prompt),
+                                     context=cfg.prompt_context, **kwargs)
     except MotifPromptError as exc:
         raise AnnotationError(str(exc)) from exc
     keys = ["message"] + (["blstats"] if cfg.use_blstats else [])
@@ -471,6 +476,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     merge_kwargs = dict(state_dir=sdir, dtype=final_dtype,
                         extra_meta={"backend": cfg.backend, "model": cfg.model, "layout": cfg.layout,
                                     "goal_key": cfg.goal_key, "dataset": str(data_path),
+                                    "prompt_context": cfg.prompt_context_name,
                                     "stand_in": cfg.backend in ("heuristic", "random")})
 
     if cfg.merge:

@@ -37,6 +37,12 @@ written from the goal descriptions of Motif's paper and nothing else:
 
 Dying and angering the god are very bad for every goal. A skill key on Motif's layout uses the
 skill's message rules on the description text (and the depth change its stats show, if any).
+
+The nine evaluation tasks as goal keys (the Motif task-specific baseline), written from the task
+descriptions of :data:`common.vocabulary.TASK_DESCRIPTIONS`: the sum of the rules of the skills a
+task needs (:data:`TASK_SKILL_RULES`) plus 2 per task word the description mentions
+(:data:`TASK_WORDS`, e.g. "gnome" for gnomish, "oracle" for delphi). The stand-in reads only the two
+descriptions: a context put before the goal (equivalent prompting) changes nothing in its labels.
 Whatever the goal, these rules are a stand-in: their labels are not an LLM's.
 """
 from __future__ import annotations
@@ -205,6 +211,39 @@ _GOAL_WEIGHTS: dict[str, tuple[float, float, float, float, float, float, float]]
 _GOAL_WEIGHTS["zeroknowledge"] = _GOAL_WEIGHTS["defaultgoal"]
 
 
+#: the skills whose rules a task's stand-in adds up (each task's description says what it needs)
+TASK_SKILL_RULES: dict[str, tuple[str, ...]] = {
+    "gnomish": ("descender",),
+    "delphi": ("descender",),
+    "minetown": ("descender",),
+    "transactions": ("merchant",),
+    "price": ("merchant",),
+    "buc": ("worshipper",),
+    "goldenexit": ("discoverer", "ascender"),
+    "levelupsell": ("discoverer", "merchant"),
+    "discoveryhunger": ("descender",),
+}
+#: words of a description that speak of a task's own goal (2 points each)
+TASK_WORDS: dict[str, tuple[str, ...]] = {
+    "gnomish": ("gnome", "gnomish", "dwarf", "mines"),
+    "delphi": ("oracle", "delphi", "centaur", "fountain"),
+    "minetown": ("gnome", "temple", "watchman", "minetown", "shop"),
+    "transactions": ("you sold", "gold pieces for"),
+    "price": ("offers", "sell it"),
+    "buc": ("black flash", "amber flash", "lands on the altar"),
+    "goldenexit": ("you kill", "gold", "climb up", "no return"),
+    "levelupsell": ("welcome to experience level", "you sold"),
+    "discoveryhunger": ("hungry", "you finish eating", "gnome", "oracle"),
+}
+
+
+def task_description_score(description: str, task: str) -> float:
+    """Score of one of Motif's descriptions for an evaluation task (module docstring)."""
+    text = description.lower()
+    s = sum(description_score(description, skill) for skill in TASK_SKILL_RULES[task])
+    return s + 2.0 * sum(word in text for word in TASK_WORDS[task])
+
+
 def _status_changes(description: str) -> tuple[int, int]:
     """Depth and gold change within a description that carries stats (first line to last; 0 without)."""
     found = _STATUS_RE.findall(description)
@@ -215,6 +254,8 @@ def _status_changes(description: str) -> tuple[int, int]:
 
 def description_score(description: str, goal: str) -> float:
     """Score of one of Motif's descriptions for a Motif goal key or a skill (higher is better)."""
+    if goal in TASK_SKILL_RULES:
+        return task_description_score(description, goal)
     text = description.lower()
     depth_change, gold_change = _status_changes(description)
     if goal not in _GOAL_WEIGHTS:  # a skill: its message rules on the whole text, its depth rules on the stats
@@ -305,7 +346,7 @@ class HeuristicBackend(Backend):
             raise BackendError("the heuristic backend needs the skill or goal key (pass skill=...)")
         if prompt_parts is None:
             skill_index(skill)
-        elif skill not in _GOAL_WEIGHTS:
+        elif skill not in _GOAL_WEIGHTS and skill not in TASK_SKILL_RULES:
             skill_index(skill)
         self.skill = skill
         self.prompt_parts = tuple(prompt_parts) if prompt_parts is not None else None

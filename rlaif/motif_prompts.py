@@ -20,6 +20,12 @@ What Motif's paper and release describe, and this module follows:
   comparison and asks for ``("best_message": ...)``;
 * a reply without an answer gets one retry turn asking for the answer alone.
 
+For the MaestroMotif paper's baselines, the goal key may also be one of the nine evaluation tasks
+(Motif task-specific: the task's description, :data:`common.vocabulary.TASK_DESCRIPTIONS`, is the
+goal), and a *context* may precede the goal (Motif with equivalent prompting:
+:func:`equivalent_context` -- the skill descriptions, the task description and the generated policy
+over skills, so the judge knows what MaestroMotif's own components know).
+
 The wording here is ours. ``--prompt-file`` supplies any other text (for instance the exact
 published one): a template with three ``{}`` fields (goal, first description, second
 description, in that order, literal braces doubled as in Python's ``str.format``) or the named
@@ -35,14 +41,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from common.vocabulary import SKILLS
+from common.vocabulary import EVAL_TASKS, SKILL_DESCRIPTIONS, SKILLS, TASK_DESCRIPTIONS
 from rlaif.preferences import FIRST, SECOND, TIE, UNKNOWN
 from rlaif.prompts import SKILL_PREFERENCES
 
 PROMPT_VERSIONS: tuple[str, ...] = ("default", "reworded")
 MOTIF_GOAL_KEYS: tuple[str, ...] = ("defaultgoal", "zeroknowledge", "combat", "gold", "stairs")
-#: every goal key scripts.annotate_pairs_dataset accepts: Motif's five and this project's five skills
-GOAL_KEYS: tuple[str, ...] = MOTIF_GOAL_KEYS + SKILLS
+#: every goal key scripts.annotate_pairs_dataset accepts: Motif's five, this project's five skills and its nine
+#: evaluation tasks (the Motif task-specific baseline)
+GOAL_KEYS: tuple[str, ...] = MOTIF_GOAL_KEYS + SKILLS + EVAL_TASKS
+#: what may precede the goal sentence (--prompt-context): nothing, or MaestroMotif's knowledge (equivalent prompting)
+PROMPT_CONTEXTS: tuple[str, ...] = ("none", "equivalent")
 LLM_SIZES: tuple[int, ...] = (7, 13, 70)
 
 # Goal sentences, written from the goals Motif's paper describes (ours, not the published text).
@@ -131,16 +140,42 @@ def check_prompt_version(version: str) -> str:
 
 
 def goal_sentence(goal_key: str) -> str:
-    """The goal put into the prompt: Motif's goal keys, or a skill's preference sentence."""
+    """The goal put into the prompt: Motif's goal keys, a skill's preference sentence, or a task's description."""
     check_goal_key(goal_key)
-    return MOTIF_GOALS[goal_key] if goal_key in MOTIF_GOALS else SKILL_PREFERENCES[goal_key]
+    if goal_key in MOTIF_GOALS:
+        return MOTIF_GOALS[goal_key]
+    if goal_key in TASK_DESCRIPTIONS:
+        return (f"The goal is this task: {TASK_DESCRIPTIONS[goal_key]} Prefer the player who makes more progress "
+                "towards completing it.")
+    return SKILL_PREFERENCES[goal_key]
+
+
+def equivalent_context(task: str, policy_code: str) -> str:
+    """What MaestroMotif knows about ``task``, for the judge of Motif with equivalent prompting: the five skills
+    and their descriptions, the task's description and the policy over skills generated for it (its code)."""
+    if task not in TASK_DESCRIPTIONS:
+        raise MotifPromptError(f"--goal-key {task!r}: equivalent prompting needs one of the evaluation tasks "
+                               f"({', '.join(EVAL_TASKS)}) as the goal")
+    if not policy_code.strip():
+        raise MotifPromptError("--policy-code: the policy over skills is empty")
+    skills = "\n".join(f"- {name}: {SKILL_DESCRIPTIONS[name]}" for name in SKILLS)
+    return (
+        "Background: the player is controlled through five skills, each described in one sentence:\n"
+        f"{skills}\n"
+        f"The task the player is given: {TASK_DESCRIPTIONS[task]}\n"
+        "The following Python program (the policy over skills) decides, as the game goes on, which skill the player "
+        "uses to accomplish the task:\n"
+        f"```python\n{policy_code.rstrip()}\n```\n"
+        "Use this knowledge when you judge which moment shows more progress towards the task."
+    )
 
 
 def annotator_string(llm_size: int, goal_key: str, prompt_version: str, use_messages: bool = True,
-                     use_blstats: bool = False) -> str:
-    """Motif's preference file name: ``llama{size}b_{msg_}{minbl_}{goal}_{version}``."""
+                     use_blstats: bool = False, context: str = "none") -> str:
+    """Motif's preference file name: ``llama{size}b_{msg_}{minbl_}{goal}_{version}`` (``_equivalent`` after it
+    with the equivalent-prompting context, so the two baselines never share a file)."""
     return (f"llama{int(llm_size)}b_{'msg_' if use_messages else ''}{'minbl_' if use_blstats else ''}"
-            f"{goal_key}_{prompt_version}")
+            f"{goal_key}_{prompt_version}{'' if context == 'none' else '_' + context}")
 
 
 def answer_pattern(key: str) -> re.Pattern[str]:
@@ -215,6 +250,7 @@ class MotifPromptBuilder:
     version: str = "default"
     template: Optional[str] = None  # None: this project's text of the version
     system_prompt: str = SYSTEM_PROMPT
+    context: str = ""  # text put before the goal sentence (equivalent prompting); "" for none
 
     def __post_init__(self) -> None:
         check_goal_key(self.goal_key)
@@ -222,6 +258,8 @@ class MotifPromptBuilder:
         text = self.template if self.template is not None else TEMPLATES[self.version]
         parts = template_parts(text, "prompt template")
         goal = goal_sentence(self.goal_key)
+        if self.context:
+            goal = f"{self.context}\n{goal}"
         # Pre-fill the goal, then split around the two descriptions (as rlaif.prompts.PromptBuilder does).
         chunks: list[str] = [""]
         for literal, name in parts:
@@ -263,9 +301,11 @@ __all__ = [
     "MOTIF_GOAL_KEYS",
     "MotifPromptBuilder",
     "MotifPromptError",
+    "PROMPT_CONTEXTS",
     "PROMPT_VERSIONS",
     "annotator_string",
     "check_goal_key",
+    "equivalent_context",
     "goal_sentence",
     "load_prompt_file",
     "parse_motif_answer",

@@ -43,7 +43,7 @@ def _bool(text: str) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rlaif.motif_prompts import GOAL_KEYS, LLM_SIZES, PROMPT_VERSIONS
+    from rlaif.motif_prompts import GOAL_KEYS, LLM_SIZES, PROMPT_CONTEXTS, PROMPT_VERSIONS
 
     p = argparse.ArgumentParser(
         prog="python -m scripts.annotate_pairs_dataset",
@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "'messages', a comment on uncertainty, answer (\"best_message\": ...)")
     p.add_argument("--goal-key", "--goal_key", dest="goal_key", default="defaultgoal", choices=GOAL_KEYS,
                    help="goal sentence of the prompt: Motif's defaultgoal (game score), zeroknowledge (none), combat, "
-                        "gold, stairs, or one of this project's five skills")
+                        "gold, stairs, one of this project's five skills, or one of its nine evaluation tasks (the "
+                        "task's description: the Motif task-specific baseline)")
     p.add_argument("--use-messages", "--use_messages", dest="use_messages", type=_bool, default=True,
                    help="describe each observation by its messages (Motif's default)")
     p.add_argument("--use-blstats", "--use_blstats", dest="use_blstats", type=_bool, default=False,
@@ -104,6 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "description 1, description 2; literal braces doubled) or {goal}, {description_1}, {description_2}")
     p.add_argument("--system-prompt-file", "--system_prompt_file", dest="system_prompt_file", default=None,
                    help="a text file with another system prompt")
+    p.add_argument("--prompt-context", "--prompt_context", dest="prompt_context", default="none",
+                   choices=PROMPT_CONTEXTS,
+                   help="text before the goal: none, or equivalent (Motif with equivalent prompting: the five skills' "
+                        "descriptions, the task's description and the policy over skills of --policy-code; the goal key "
+                        "must be an evaluation task; the file name gets _equivalent)")
+    p.add_argument("--policy-code", "--policy_code", dest="policy_code", default=None,
+                   help="the task's generated policy over skills (e.g. rl_baseline/meta_policies/gnomish/seed42/"
+                        "execution.py), put into the prompt by --prompt-context equivalent")
     p.add_argument("--state-dir", "--state_dir", dest="state_dir", default=None,
                    help=f"folder of the chunk files and metadata (default: {{directory}}/{STATE_DIRNAME})")
     p.add_argument("--merge", action="store_true", help="only merge the finished chunk files into the final file")
@@ -131,6 +140,20 @@ def _read_text(path: str | None, flag: str) -> str | None:
     return p.read_text(encoding="utf-8")
 
 
+def _prompt_context(args: argparse.Namespace) -> str:
+    """The text of ``--prompt-context`` (checked: equivalent prompting needs a task goal and ``--policy-code``)."""
+    from rlaif.motif_prompts import equivalent_context
+
+    if args.prompt_context == "none":
+        if args.policy_code is not None:
+            raise ValueError("--policy-code is read by --prompt-context equivalent only")
+        return ""
+    if args.policy_code is None:
+        raise ValueError("--prompt-context equivalent needs --policy-code FILE (the task's policy over skills)")
+    code = _read_text(args.policy_code, "--policy-code")
+    return equivalent_context(args.goal_key, code or "")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
@@ -153,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     directory = Path(args.directory)
     try:
+        context = _prompt_context(args)
         cfg = AnnotationConfig(
             layout="motif", goal_key=args.goal_key, directory=str(directory),
             preference_dir=str(directory / "preference"),
@@ -166,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             max_tokens=args.max_tokens, seed=args.seed, n_chunks=args.n_chunks, chunk_number=args.chunk_number,
             batch_size=args.batch_size, flushing_freq=args.flushing_freq, ignore_existing=args.ignore_existing,
             merge=args.merge, concurrency=args.concurrency, timeout=args.timeout, max_retries=args.max_retries,
-            progress=args.progress,
+            progress=args.progress, prompt_context=context, prompt_context_name=args.prompt_context,
         )
         if not (args.use_messages or args.use_blstats):
             raise ValueError("--use-messages false needs --use-blstats true: a description needs one of them")
@@ -178,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     except (AnnotationError, BackendError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if args.backend in ("heuristic", "random") and context:
+        print(f"note: the --backend {args.backend} stand-in does not read the --prompt-context text; its labels are "
+              "those it gives without it (the prompts and conversation logs do hold the context)")
     print(summary.text())
     return 0
 

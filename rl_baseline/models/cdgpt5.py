@@ -556,10 +556,21 @@ def adapt_sf_cfg(cfg: Any, obs_space: Any) -> Any:
 
 
 def make_cdgpt5_actor_critic(cfg: Any, obs_space: Any, action_space: Any) -> Any:
-    """sample-factory's default actor-critic, built with :func:`adapt_sf_cfg`'s settings."""
+    """sample-factory's default actor-critic, built with :func:`adapt_sf_cfg`'s settings; with
+    ``--policy_heads per_skill`` the ablation's one head per skill (:mod:`rl_baseline.models.skill_heads`)."""
     from sample_factory.model.actor_critic import default_make_actor_critic_func
 
-    return default_make_actor_critic_func(adapt_sf_cfg(cfg, obs_space), obs_space, action_space)
+    cfg = adapt_sf_cfg(cfg, obs_space)
+    if getattr(cfg, "policy_heads", "shared") == "per_skill":
+        from sample_factory.algo.utils.context import global_model_factory
+
+        from rl_baseline.models.skill_heads import PerSkillHeadsActorCritic
+
+        if not getattr(cfg, "actor_critic_share_weights", True):
+            raise ValueError("--policy_heads per_skill is built on the shared-weights actor-critic: drop "
+                             "--actor_critic_share_weights False")
+        return PerSkillHeadsActorCritic(global_model_factory(), obs_space, action_space, cfg)
+    return default_make_actor_critic_func(cfg, obs_space, action_space)
 
 
 def register_cdgpt5() -> None:

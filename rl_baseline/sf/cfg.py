@@ -106,7 +106,7 @@ ONI_ENVS = (
     "NetHackStaircaseLvl4ExtendedActions-v1",
 )
 ROOT_ENVS = ROOT_ENVS + ONI_ENVS
-LLM_REWARD_TYPES = ("motif", "online_cls", "online_cls_reward_model", "online_motif", "cosine-bow", "none")
+LLM_REWARD_TYPES = ("motif", "online_cls", "online_cls_reward_model", "online_motif", "cosine-bow", "embedding", "none")
 ONLINE_REWARD_TYPES = ("online_cls", "online_cls_reward_model", "online_motif", "cosine-bow")
 ONI_MODEL = "Meta-Llama-3.1-8B-Instruct"  # ONI's README model, under the name its server gives it
 GOAL_KEYS = ("defaultgoal", "zeroknowledge", "combat", "gold", "stairs")
@@ -235,8 +235,9 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                         "online_cls (ONI-Retrieval: an LLM server labels each new message), online_cls_reward_model "
                         "(ONI-Classification: a classifier trained online on those labels), online_motif (ONI-Ranking: "
                         "a Bradley-Terry model trained online on LLM preferences between messages), cosine-bow "
-                        "(ELLM-BoW: word overlap with LLM-proposed goals) or none (game reward only); default: motif "
-                        "when --reward_dir is given")
+                        "(ELLM-BoW: word overlap with LLM-proposed goals), embedding (the embedding-similarity "
+                        "baseline: sentence-embedding cosine similarity with --embedding_task's description) or none "
+                        "(game reward only); default: motif when --reward_dir is given")
     o.add_argument("--llm_model", type=str, default=ONI_MODEL, help="the served model's name (as /v1/models lists it)")
     o.add_argument("--llm_server_addr", type=str, default=None,
                    help="host of the OpenAI-compatible LLM server (or a URL); needed by the online reward types")
@@ -278,6 +279,9 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                    help="method name in the results and in cost.json (written next to the evaluation folder)")
     g.add_argument("--eval_dir", type=str, default=None,
                    help="folder for the evaluation's results (default {train_dir}/{experiment}/eval)")
+    from rl_baseline.sf.baseline_flags import add_baseline_args
+
+    add_baseline_args(p)
     # model
     g.add_argument("--encoder_arch", type=str, default="project", choices=("project", "release"),
                    help="policy encoder layout: project (this repository's CDGPT5 encoder) or release (the "
@@ -406,14 +410,24 @@ def _parse_command_line(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return cfg
 
 
-def _with_saved_experiment(cfg: argparse.Namespace, required: bool) -> argparse.Namespace:
-    """The saved ``{train_dir}/{experiment}/config.json`` with this command's flags on top (as
-    sample-factory's own loaders do); an evaluation's flags (:data:`EVAL_FLAGS`) always come from
-    this command. Without a saved experiment: ``cfg`` itself, or :class:`ConfigError` if ``required``."""
+def _skill_policy_config_dir(cfg: argparse.Namespace) -> Optional[str]:
+    """With ``--skill_policy_dirs`` (evaluation with one network per skill) the saved configuration is the
+    first skill network's: ``{train_dir}/{experiment}`` then only names where the results go."""
+    if not cfg.evaluation:
+        return None
+    dirs = parse_list_flag(getattr(cfg, "skill_policy_dirs", "[]"), "--skill_policy_dirs")
+    return str(dirs[0]) if dirs else None
+
+
+def _with_saved_experiment(cfg: argparse.Namespace, required: bool,
+                           config_dir: Optional[str] = None) -> argparse.Namespace:
+    """The saved ``{train_dir}/{experiment}/config.json`` (or ``{config_dir}/config.json``) with this command's
+    flags on top (as sample-factory's own loaders do); an evaluation's flags (:data:`EVAL_FLAGS`) always come
+    from this command. Without a saved experiment: ``cfg`` itself, or :class:`ConfigError` if ``required``."""
     from sample_factory.cfg.arguments import load_from_checkpoint
 
     # sample-factory's own cfg_file() creates the experiment folder: a mistyped command must not
-    path = os.path.join(cfg.train_dir, cfg.experiment, "config.json")
+    path = os.path.join(config_dir or os.path.join(cfg.train_dir, cfg.experiment), "config.json")
     if not os.path.isfile(path):
         if required:
             raise ConfigError(f"no saved experiment at {path}: --train_dir and --experiment must name a trained "
@@ -422,12 +436,19 @@ def _with_saved_experiment(cfg: argparse.Namespace, required: bool) -> argparse.
     invocation = {k: getattr(cfg, k) for k in EVAL_FLAGS if hasattr(cfg, k)} if cfg.evaluation else {}
     explicit = dict(cfg.cli_args)
     evaluation = bool(cfg.evaluation)
+    source = cfg
+    if config_dir is not None:
+        source = argparse.Namespace(**vars(cfg))
+        source.train_dir, source.experiment = os.path.dirname(os.path.abspath(config_dir)), os.path.basename(
+            os.path.abspath(config_dir))
     try:
-        merged = load_from_checkpoint(cfg)
+        merged = load_from_checkpoint(source)
     except Exception as exc:  # sample-factory raises a bare Exception for an unreadable config.json
         raise ConfigError(f"{path}: cannot be read ({exc})") from exc
     for key, value in {**invocation, **explicit}.items():
         merged[key] = value
+    if config_dir is not None:  # the results go to this command's experiment, not to the skill network's
+        merged.train_dir, merged.experiment = cfg.train_dir, cfg.experiment
     merged.evaluation = evaluation
     return merged
 
@@ -468,7 +489,10 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
                              if "eps_threshold_quantile" in explicit else -0.5)
     else:
         cfg.online_store_dir = None
-    if reward_type in ONLINE_REWARD_TYPES or reward_type == "none":
+    from rl_baseline.sf.baseline_flags import derive_baseline_cfg
+
+    derive_baseline_cfg(cfg)
+    if reward_type in ONLINE_REWARD_TYPES or reward_type in ("none", "embedding"):
         cfg.reward_dirs, cfg.threshold_quantiles = [], []
         return cfg
     cfg.reward_dirs = parse_reward_dirs(cfg.reward_dir)
@@ -639,16 +663,24 @@ def check_flags(cfg: argparse.Namespace) -> None:
             raise ConfigError(f"--classification_threshold {cfg.classification_threshold}: a probability in [0, 1]")
     if int(cfg.max_episode_steps) < 1:
         raise ConfigError(f"--max_episode_steps must be at least 1, got {cfg.max_episode_steps}")
+    from rl_baseline.sf.baseline_flags import check_baseline_flags
+
+    check_baseline_flags(cfg)
 
 
 def check_files(cfg: Any) -> list[float]:
     """The files the run reads, before any worker starts: every reward model loads and has its
     quantile, the meta-policy module passes the code check. Returns the per-skill thresholds."""
+    from rl_baseline.sf.baseline_flags import check_embedding_model, check_skill_policies
     from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models
 
     thresholds: list[float] = []
-    if getattr(cfg, "llm_reward_type", None) in ONLINE_REWARD_TYPES + ("none",):
-        return thresholds  # no reward model on disk: the labels come online, or there is no intrinsic reward
+    check_skill_policies(cfg)
+    if getattr(cfg, "llm_reward_type", None) == "embedding":
+        check_embedding_model(cfg)
+    if getattr(cfg, "llm_reward_type", None) in ONLINE_REWARD_TYPES + ("none", "embedding"):
+        return thresholds  # no reward model on disk: the labels come online, there is no intrinsic reward, or
+        # the reward is a sentence embedding's similarity
     if cfg.llm_reward != 0.0 or cfg.reward_dirs:
         if not cfg.reward_dirs:
             raise ConfigError(f"--llm_reward is {cfg.llm_reward} but --reward_dir lists no reward model")
@@ -715,7 +747,7 @@ def resolve_cfg(argv: Optional[Sequence[str]] = None, saved: bool = True, files:
     cfg = _parse_command_line(argv)
     check_command_line(cfg)
     if saved and (cfg.evaluation or cfg.restart_behavior == "resume"):
-        cfg = _with_saved_experiment(cfg, required=bool(cfg.evaluation))
+        cfg = _with_saved_experiment(cfg, required=bool(cfg.evaluation), config_dir=_skill_policy_config_dir(cfg))
     derive_cfg(cfg)
     check_flags(cfg)
     cfg.reward_thresholds = check_files(cfg) if files else None
@@ -790,8 +822,10 @@ def evaluates_root_env(cfg: Any) -> bool:
 
 
 def uses_meta_policy(cfg: Any) -> bool:
+    from rl_baseline.sf.baseline_flags import training_skill
+
     return (cfg.env == SKILL_ENV and cfg.num_skills > 1 and cfg.eval_target != NO_TASK and cfg.code_seed >= 0
-            and forced_skill(cfg) is None)
+            and forced_skill(cfg) is None and training_skill(cfg) is None)
 
 
 def meta_policy_task(cfg: Any) -> str:
@@ -833,9 +867,18 @@ class SkillEnvConfig:
     # the hierarchical LLM policy (--meta_policy llm): a language model picks the next skill; the model's
     # settings (rl_baseline.llm_policy.client.LLMSettings), None for the generated code
     meta_llm: Optional[Any] = None
+    # the paper's baselines (rl_baseline.sf.baseline_flags): the embedding-similarity reward of a task's
+    # description, and a task's success detector as a sparse game reward
+    embedding_task: Optional[str] = None
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_threshold: float = 0.0
+    task_reward: Optional[str] = None
+    task_reward_bonus: float = 50.0
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "SkillEnvConfig":
+        from rl_baseline.sf.baseline_flags import task_reward_task, training_skill
+
         return cls(
             env=cfg.env,
             root_env=cfg.root_env,
@@ -851,7 +894,7 @@ class SkillEnvConfig:
             llm_reward=float(cfg.llm_reward),
             extrinsic_reward=float(cfg.extrinsic_reward),
             game_reward_scale=float(getattr(cfg, "game_reward_scale", 1.0)),
-            forced_skill=forced_skill(cfg),
+            forced_skill=forced_skill(cfg) or training_skill(cfg),
             start_depth=eval_start_depth(cfg),
             online_reward_type=cfg.llm_reward_type if getattr(cfg, "online_store_dir", None) else None,
             online_store_dir=getattr(cfg, "online_store_dir", None),
@@ -862,6 +905,11 @@ class SkillEnvConfig:
                               if cfg.env == MOTIF_ENV else None),
             meta_llm=(meta_llm_settings(cfg) if uses_meta_policy(cfg) and getattr(cfg, "meta_policy", "code") == "llm"
                       else None),
+            embedding_task=cfg.embedding_task if getattr(cfg, "llm_reward_type", None) == "embedding" else None,
+            embedding_model=str(getattr(cfg, "embedding_model", "all-MiniLM-L6-v2")),
+            embedding_threshold=float(getattr(cfg, "embedding_threshold", 0.0)),
+            task_reward=task_reward_task(cfg),
+            task_reward_bonus=float(getattr(cfg, "task_reward_bonus", 50.0)),
         )
 
 

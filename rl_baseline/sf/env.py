@@ -180,8 +180,20 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
         env = make_base_env(config.max_episode_steps)
     if config.env == MOTIF_ENV and not oni:
         env = MotifTaskReward(env, config.root_env)
+    if config.task_reward is not None:  # the task-reward-plus-score baseline
+        from rl_baseline.tasks.task_reward import TaskSuccessReward
+
+        env = TaskSuccessReward(env, config.task_reward, config.task_reward_bonus)
     reward: IntrinsicReward
-    if config.online_reward_type is not None:
+    if config.embedding_task is not None:  # the embedding-similarity baseline
+        from rl_baseline.skills.embedding_reward import EmbeddingReward, EmbeddingRewardConfig
+
+        reward = EmbeddingReward(
+            EmbeddingRewardConfig(config.embedding_task, config.embedding_model, config.embedding_threshold),
+            beta=config.beta, llm_coef=config.llm_reward,
+            extrinsic_coef=config.extrinsic_reward * config.game_reward_scale, msg_max_keys=config.msg_max_keys,
+        )
+    elif config.online_reward_type is not None:
         from rl_baseline.online.rewards import OnlineReward, OnlineRewardConfig
 
         reward = OnlineReward(

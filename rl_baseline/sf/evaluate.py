@@ -34,6 +34,10 @@ Writes ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}`` (
 One module on purpose (about 570 lines): the episode loop, the two rule sets' summaries and the
 files they are written to define one JSON format together, which the report, the baselines and the
 tests read; splitting them would spread that format over several files.
+
+With ``--skill_policy_dirs`` (the isolated-skills ablation) the policy is one network per skill
+(:mod:`rl_baseline.sf.multi_policy`): the task's policy over skills picks the skill, that skill's
+network acts; the JSON also names each skill's network and checkpoint (``skill_networks``).
 """
 from __future__ import annotations
 
@@ -498,10 +502,16 @@ def evaluate(cfg: Any) -> dict:
         shared_client(env_cfg.meta_llm)
     envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
     skill_names = envs[0].skill_names
-    loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
+    if getattr(cfg, "skill_policy_list", None):  # the isolated-skills ablation: one network per skill
+        from rl_baseline.sf.multi_policy import load_skill_policies
+
+        loaded = load_skill_policies(cfg, envs[0].observation_space, envs[0].action_space)
+    else:
+        loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
     what = (f"{cfg.eval_env_steps} env steps, last {cfg.eval_stats_avg} finished episodes"
             if protocol == "release" else f"{cfg.eval_episodes} episodes")
-    logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games, %s", loaded.checkpoint,
+    checkpoint = getattr(loaded, "checkpoint", None) or getattr(loaded, "checkpoints", None)
+    logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games, %s", checkpoint,
                 loaded.env_steps, task, protocol, n_envs, what)
 
     policy = loaded.acting(n_envs, bool(cfg.eval_deterministic_actions))
@@ -534,11 +544,14 @@ def evaluate(cfg: Any) -> dict:
     summary = summarize(task, TASK_MEASURE[task], run.episodes, skill_names, protocol=protocol,
                         stats_avg=int(cfg.eval_stats_avg), run=run)
     summary.update(
-        code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(loaded.checkpoint),
+        code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(checkpoint),
         env_steps=loaded.env_steps, deterministic=bool(cfg.eval_deterministic_actions),
     )
     if llm_run is not None:
         llm_run.add_to(summary, cfg, run, int(loaded.env_steps))
+    if getattr(cfg, "skill_policy_list", None):
+        summary["skill_networks"] = {s: {"dir": d, "checkpoint": str(c)}
+                                     for s, d, c in zip(skill_names, loaded.dirs, loaded.checkpoints)}
     stem = eval_dir(cfg) / f"{task}_seed{cfg.code_seed}"
     paths = write_results(stem, summary, skill_names)
     if llm_run is not None:

@@ -36,18 +36,25 @@ class TorchPolicy:
         self.deterministic = deterministic
         self.rnn = torch.zeros([n_envs, rnn_size], dtype=torch.float32, device=device)
 
-    def act(self, obs: list[dict]) -> np.ndarray:
+    def act(self, obs: list[dict], rows: Optional[np.ndarray] = None) -> np.ndarray:
+        """Actions for ``obs``: one per game, or (``rows``) for those games only, ``obs[j]`` being game
+        ``rows[j]``'s (the other games' recurrent states are left as they are)."""
         import torch
         from sample_factory.algo.utils.action_distributions import argmax_actions
         from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
 
         with torch.no_grad():
             batch = {k: torch.from_numpy(np.stack([np.asarray(o[k]) for o in obs])).to(self.device) for k in obs[0]}
-            out = self.model(prepare_and_normalize_obs(self.model, batch), self.rnn)
+            index = None if rows is None else torch.as_tensor(np.asarray(rows), dtype=torch.long, device=self.device)
+            rnn = self.rnn if index is None else self.rnn[index]
+            out = self.model(prepare_and_normalize_obs(self.model, batch), rnn)
             actions = out["actions"]
             if self.deterministic:
                 actions = argmax_actions(self.model.action_distribution())
-            self.rnn = out["new_rnn_states"]
+            if index is None:
+                self.rnn = out["new_rnn_states"]
+            else:
+                self.rnn[index] = out["new_rnn_states"]
             return actions.reshape(len(obs), -1)[:, 0].cpu().numpy()
 
     def episode_ended(self, i: int) -> None:

@@ -62,6 +62,7 @@ __all__ = [
     "TaskTracker",
     "SaleOffer",
     "make_task_tracker",
+    "has_detector",
     "is_sale_message",
     "sale_offer",
     "parse_sale_offer",
@@ -588,6 +589,11 @@ _TRACKERS: dict[str, Callable[[], TaskTracker]] = {
     "discoveryhunger": DiscoveryHungerTracker,
 }
 assert set(_TRACKERS) == set(EVAL_TASKS), "every eval target needs a tracker"
+
+
+def has_detector(task: str) -> bool:
+    """Whether ``task`` has a success detector here (the nine evaluation tasks; not the training task)."""
+    return task in _TRACKERS
 
 
 def make_task_tracker(task: str, **kwargs: Any) -> TaskTracker:
