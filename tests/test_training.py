@@ -650,6 +650,27 @@ def test_bad_reward_configuration_fails_before_workers(trained, case):
     assert "RolloutWorker" not in text and not (tmp / "bad" / case / "checkpoint_p0").exists()
 
 
+def test_a_threshold_not_above_zero_is_a_warning_naming_the_reward_model(trained, tmp_path, caplog):
+    from rl_baseline.sf.cfg import resolve_cfg
+
+    _, _, dirs, _ = trained
+    bunched = tmp_path / "llama3_descender_default"
+    shutil.copytree(dirs[1], bunched)
+    csv = bunched / "reward_metrics" / "train_norm_quantiles.csv"
+    header, *rows = csv.read_text().splitlines()
+    # a quantile row as when most labels are ties: every quantile just below zero
+    rows[-1] = ",".join(f"{-0.03 + 0.001 * i:.6f}" for i in range(len(header.split(","))))
+    csv.write_text("\n".join([header, *rows]) + "\n")
+    argv = ["--device", "cpu", "--train_dir", str(tmp_path / "runs"), "--experiment", "x",
+            "--reward_dir", repr([dirs[0], str(bunched), *dirs[2:]]), "--meta_policy_root",
+            str(_meta_policy_root(tmp_path)), "--code_seed", "42"]
+    with caplog.at_level("WARNING"):
+        cfg = resolve_cfg(argv, saved=False)
+    warned = [r.getMessage() for r in caplog.records if "rewarded negatively" in r.getMessage()]
+    assert len(warned) == 1 and str(bunched) in warned[0] and "quantile 0.85" in warned[0], warned
+    assert cfg.experiment == "x"  # a warning: the run goes ahead
+
+
 @pytest.mark.slow
 def test_extrinsic_only_baseline_trains_and_is_evaluated_on_a_task(tmp_path):
     """The paper's game-reward-only baseline: trained in the single-skill env, then evaluated

@@ -705,6 +705,13 @@ def check_files(cfg: Any) -> list[float]:
                 thresholds.append(float(model.threshold(q)))
             except ValueError as exc:
                 raise ConfigError(f"--eps_threshold_quantile {q} for {d}: {exc}") from exc
+            if thresholds[-1] <= 0.0:
+                # (r >= threshold) * r then pays the messages scored between the threshold and 0 a
+                # negative reward: staying alive costs, dying early is rewarded. It happens when most
+                # annotator labels are ties (the scores bunch up); the authors' released thresholds are 0.9-1.3.
+                logger.warning("%s: the reward threshold at quantile %.2f is %.4f (not above 0): the skill's messages "
+                               "scored between it and 0 are rewarded negatively (check the annotator's label shares "
+                               "and the skill's intrinsic/*_nonzero_frac)", d, q, thresholds[-1])
         if getattr(cfg, "reward_encoder", None) is not None:
             from rlaif.reward_arch import arch_of_reward_encoder
 
