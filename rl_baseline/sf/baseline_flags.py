@@ -19,6 +19,8 @@ flag                            meaning
                                 task's policy over skills picks the skill, that skill's network acts
 ``--policy_heads per_skill``    one actor and one critic head per skill on the shared network, chosen by the
                                 skill one-hot (:mod:`rl_baseline.models.skill_heads`); default ``shared``
+``--meta_policy llm``           evaluation with a language model choosing the next skill (the hierarchical
+                                LLM policy, :mod:`rl_baseline.llm_policy.meta`); ``--meta_llm_*`` set it up
 ==============================  =========================================================================
 
 Every check raises :class:`rl_baseline.sf.cfg.ConfigError` naming the flag, so ``scripts.main`` exits
@@ -187,3 +189,35 @@ def check_embedding_model(cfg: Any) -> None:
         load_embedder(cfg.embedding_model)
     except EmbeddingModelError as exc:
         raise _config_error(f"--embedding_model {cfg.embedding_model}: {exc}") from exc
+
+
+def add_llm_meta_policy_args(p: argparse.ArgumentParser) -> None:
+    """The hierarchical LLM policy baseline (:mod:`rl_baseline.llm_policy.meta`): evaluation with a language
+    model choosing the next skill (``--meta_policy llm``)."""
+    from rl_baseline.sf.cfg import META_POLICY_KINDS
+
+    h = p.add_argument_group("hierarchical LLM policy over skills (evaluation, --meta_policy llm)")
+    h.add_argument("--meta_policy", type=str, default="code", choices=META_POLICY_KINDS,
+                   help="who picks the next skill when a skill ends, in evaluation: code (the task's generated policy "
+                        "over skills: MaestroMotif) or llm (a language model asked at run time: the paper's hierarchical "
+                        "LLM policy baseline; when skills may start and end stays the task module's)")
+    h.add_argument("--meta_llm_backend", type=str, default=None,
+                   help="--meta_policy llm: vllm, openai (a server at --meta_llm_base_url), hf, transformers, replay or "
+                        "stand_in (a RULE-BASED STAND-IN for the model, no language model)")
+    h.add_argument("--meta_llm_model", type=str, default=None,
+                   help="--meta_policy llm: model id (default: common.llm.CODER_MODEL, Llama 3.1 405B Instruct)")
+    h.add_argument("--meta_llm_base_url", type=str, default=None,
+                   help="--meta_policy llm with --meta_llm_backend openai/hf: the server, e.g. http://localhost:8000/v1")
+    h.add_argument("--meta_llm_replay", type=str, default=None,
+                   help="--meta_llm_backend replay: a transcript written by --meta_llm_record")
+    h.add_argument("--meta_llm_record", type=str, default=None,
+                   help="append every question the backend answers and its reply to this JSONL transcript")
+    h.add_argument("--meta_llm_cache_dir", type=str, default=None,
+                   help="reply cache folder (default: llm_cache next to the evaluation folder; 'none' for no cache)")
+    h.add_argument("--meta_llm_temperature", type=float, default=0.1, help="sampling temperature (the paper's 0.1)")
+    h.add_argument("--meta_llm_max_tokens", type=int, default=256, help="reply length cap in tokens")
+    h.add_argument("--meta_llm_num_gpus", type=int, default=1, help="--meta_llm_backend vllm: tensor parallel size")
+    h.add_argument("--meta_llm_server_gpus", type=float, default=0.0,
+                   help="GPUs of the server answering --meta_llm_base_url, to count its GPU hours in cost.json")
+    h.add_argument("--meta_llm_method", type=str, default="hierarchical_llm",
+                   help="method name in the results and in cost.json (written next to the evaluation folder)")

@@ -251,36 +251,11 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                    help="online_cls_reward_model: reward 1 when p(progress) exceeds this")
     o.add_argument("--reward_model_lr", type=float, default=1e-4, help="online reward network: Adam learning rate")
     o.add_argument("--reward_model_batch_size", type=int, default=256, help="online reward network: batch size")
-    # the hierarchical LLM policy baseline (rl_baseline/llm_policy/meta.py)
-    h = p.add_argument_group("hierarchical LLM policy over skills (evaluation, --meta_policy llm)")
-    h.add_argument("--meta_policy", type=str, default="code", choices=META_POLICY_KINDS,
-                   help="who picks the next skill when a skill ends, in evaluation: code (the task's generated policy "
-                        "over skills: MaestroMotif) or llm (a language model asked at run time: the paper's hierarchical "
-                        "LLM policy baseline; when skills may start and end stays the task module's)")
-    h.add_argument("--meta_llm_backend", type=str, default=None,
-                   help="--meta_policy llm: vllm, openai (a server at --meta_llm_base_url), hf, transformers, replay or "
-                        "stand_in (a RULE-BASED STAND-IN for the model, no language model)")
-    h.add_argument("--meta_llm_model", type=str, default=None,
-                   help="--meta_policy llm: model id (default: common.llm.CODER_MODEL, Llama 3.1 405B Instruct)")
-    h.add_argument("--meta_llm_base_url", type=str, default=None,
-                   help="--meta_policy llm with --meta_llm_backend openai/hf: the server, e.g. http://localhost:8000/v1")
-    h.add_argument("--meta_llm_replay", type=str, default=None,
-                   help="--meta_llm_backend replay: a transcript written by --meta_llm_record")
-    h.add_argument("--meta_llm_record", type=str, default=None,
-                   help="append every question the backend answers and its reply to this JSONL transcript")
-    h.add_argument("--meta_llm_cache_dir", type=str, default=None,
-                   help="reply cache folder (default: llm_cache next to the evaluation folder; 'none' for no cache)")
-    h.add_argument("--meta_llm_temperature", type=float, default=0.1, help="sampling temperature (the paper's 0.1)")
-    h.add_argument("--meta_llm_max_tokens", type=int, default=256, help="reply length cap in tokens")
-    h.add_argument("--meta_llm_num_gpus", type=int, default=1, help="--meta_llm_backend vllm: tensor parallel size")
-    h.add_argument("--meta_llm_server_gpus", type=float, default=0.0,
-                   help="GPUs of the server answering --meta_llm_base_url, to count its GPU hours in cost.json")
-    h.add_argument("--meta_llm_method", type=str, default="hierarchical_llm",
-                   help="method name in the results and in cost.json (written next to the evaluation folder)")
     g.add_argument("--eval_dir", type=str, default=None,
                    help="folder for the evaluation's results (default {train_dir}/{experiment}/eval)")
-    from rl_baseline.sf.baseline_flags import add_baseline_args
+    from rl_baseline.sf.baseline_flags import add_baseline_args, add_llm_meta_policy_args
 
+    add_llm_meta_policy_args(p)
     add_baseline_args(p)
     # model
     g.add_argument("--encoder_arch", type=str, default="project", choices=("project", "release"),
