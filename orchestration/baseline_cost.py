@@ -167,3 +167,48 @@ def write_cost(out_dir: str | Path, name: str, label: str, phases: Sequence[tupl
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, cost, sort_keys=False)
     return path
+
+
+def _gpus_of(command: str) -> int:
+    """GPUs a pipeline phase's command used: vLLM's tensor-parallel size, one for ``--device gpu``."""
+    if "--backend vllm" in command:
+        m = re.search(r"--num[-_]gpus[ =](\d+)", command)
+        return int(m.group(1)) if m else 1
+    return 1 if re.search(r"--device[ =](gpu|cuda)\b", command) else 0
+
+
+def pipeline_cost(out_dir: str | Path) -> Optional[dict]:
+    """MaestroMotif's own cost in a pipeline run, measured as the baselines' is: wall-clock hours of its
+    phases (every ``.pipeline/*.json`` marker outside ``baselines/``) by device, the env steps of its skill
+    training, and the tokens of its annotation logs (None when the heuristic stand-in annotated). None when
+    ``out_dir`` holds no pipeline markers."""
+    state = Path(out_dir) / STATE_DIR
+    markers = sorted(p for p in state.glob("*.json") if not p.name.startswith("baselines__")) if state.is_dir() else []
+    if not markers:
+        return None
+    cpu = gpu = 0.0
+    stand_in = False
+    for marker in markers:
+        try:
+            record = json.loads(marker.read_text())
+            seconds, command = float(record.get("seconds", 0.0)), str(record.get("command", ""))
+        except (OSError, ValueError, TypeError, AttributeError):
+            logger.warning("%s: unreadable phase marker, not counted", marker)
+            continue
+        gpus = _gpus_of(command)
+        if gpus:
+            gpu += seconds * gpus / 3600.0
+        else:
+            cpu += seconds / 3600.0
+        stand_in |= "scripts.annotate_pairs" in command and "--backend heuristic" in command
+    steps = sum(env_steps_under(d) for d in sorted(Path(out_dir).glob("*skill_policy*")) if d.is_dir())
+    chars = 0 if stand_in else logged_llm_chars(Path(out_dir))
+    return {
+        "method": "MaestroMotif",
+        "label": "MaestroMotif (this run's own phases)",
+        "llm_tokens": None if stand_in else int(math.ceil(chars / CHARS_PER_TOKEN)),
+        "cpu_hours": round(cpu, 6),
+        "gpu_hours": round(gpu, 6),
+        "env_steps": steps,
+        "measured": "wall-clock hours of the pipeline's own phases (markers) by device; env steps of the skill training",
+    }

@@ -580,7 +580,8 @@ def test_pipeline_phases_of_every_baseline_run_at_smoke_scale(pipeline_run):
     from orchestration.pipeline import run_plan
 
     cfg, plan = pipeline_run
-    phases = [p for p in plan if p.name.split("/")[0] in LLM_BASELINES]
+    phases = [p for p in plan if p.name.split("/")[0] == "baselines" and p.name.split("/")[1] in LLM_BASELINES]
+    assert {p.name.split("/")[1] for p in phases} == set(LLM_BASELINES)
     results = run_plan(phases, cfg.out)
     assert [r.status for r in results] == ["ok"] * len(phases), results[-1].log_path.read_text()[-3000:]
     for name in LLM_BASELINES:

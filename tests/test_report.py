@@ -89,8 +89,60 @@ def test_several_experiments_get_their_own_column(tmp_path):
     write_eval(tmp_path, "a", "gnomish", [True], [0])
     write_eval(tmp_path, "b", "gnomish", [False], [0])
     table = results_table(find_eval_results(tmp_path))
-    assert table.splitlines()[0].startswith("| experiment | task")
-    assert "| a | gnomish |" in table and "| b | gnomish |" in table
+    assert table.splitlines()[0] == ("| task | measure | MaestroMotif (a) | MaestroMotif (b) | MaestroMotif (paper) "
+                                     "| best baseline (paper) |")
+    assert "| gnomish | success | 100.0% +- 0.0 (1) | 0.0% +- 0.0 (1) | 46.0% +- 1.7 | Motif 9% |" in table
+    assert "- **MaestroMotif (a)**: policy trained 5,000 env steps; 1 evaluation episodes per task" in table
+
+
+def write_cost(folder: Path, label: str, **figures) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cost.json").write_text(json.dumps({"method": folder.name, "label": label, **figures}))
+
+
+def test_each_baseline_run_gets_a_labelled_column_and_a_cost_row(tmp_path):
+    from orchestration.report import build_report
+
+    run = tmp_path / "run"
+    write_eval(run / "skill_policy", "smoke", "gnomish", [True, False], [0, 0])
+    write_eval(run / "skill_policy", "smoke", "buc", [False, False], [1.0, 3.0])
+    motif = run / "baselines" / "motif_task"
+    for task in ("gnomish", "buc"):  # one RL run per task, each named after its task
+        write_eval(motif / "policy", task, task, [False, False], [0.0, 2.0])
+    write_cost(motif, "Motif task-specific, heuristic stand-in annotator (no LLM)", llm_tokens=None,
+               cpu_hours=0.05, gpu_hours=0.0, env_steps=8000, measured="wall-clock hours of the phases")
+    scale = run / "baselines" / "ablation_annotator_scale"
+    for size in ("8b", "70b"):  # one baseline, several runs: a column each
+        write_eval(scale / size / "skill_policy", "scale", "gnomish", [True, True], [0, 0])
+    write_cost(scale, "annotator scale, stand-in at every size", llm_tokens=None, cpu_hours=0.2, gpu_hours=0.0,
+               env_steps=16000)
+    llm = run / "baselines" / "llm_policy"
+    write_eval(llm.parent, "llm_policy", "gnomish", [False], [0])
+    data = json.loads((llm / "eval" / "gnomish_seed42.json").read_text())
+    data.update(method="llm_policy", label="LLM policy, rule-based stand-in (no LLM)")
+    (llm / "eval" / "gnomish_seed42.json").write_text(json.dumps(data))
+    write_cost(llm, "LLM policy, rule-based stand-in (no LLM)", llm_tokens=1234, cpu_hours=0.01, gpu_hours=0.0,
+               env_steps=300, measured="CPU time of the evaluating processes")
+    (run / "baselines" / "broken").mkdir()
+    (run / "baselines" / "broken" / "cost.json").write_text("{cut")
+
+    md = build_report([run], tmp_path / "report", plots=False).markdown
+    head = next(line for line in md.splitlines() if line.startswith("| task | measure |"))
+    assert head == ("| task | measure | MaestroMotif (smoke) | annotator scale, stand-in at every size [70b] "
+                    "| annotator scale, stand-in at every size [8b] | LLM policy, rule-based stand-in (no LLM) "
+                    "| Motif task-specific, heuristic stand-in annotator (no LLM) | MaestroMotif (paper) "
+                    "| best baseline (paper) |")
+    assert "| gnomish | success | 50.0% +- 50.0 (2) | 100.0% +- 0.0 (2) | 100.0% +- 0.0 (2) | 0.0% +- 0.0 (1) | 0.0% +- 0.0 (2) |" in md
+    assert "| buc | count | 2.00 +- 1.00 (2) |  |  |  | 1.00 +- 1.00 (2) | 1.60 +- 0.01 | Motif 0.05 |" in md
+    assert "- **Motif task-specific, heuristic stand-in annotator (no LLM)**: policies trained" not in md  # one size
+    assert "- **Motif task-specific, heuristic stand-in annotator (no LLM)**: policy trained 5,000 env steps; " \
+           "2 evaluation episodes per task" in md
+    # the cost of each method, as its cost.json measured it
+    assert "## Cost per method" in md
+    assert ("| motif_task | Motif task-specific, heuristic stand-in annotator (no LLM) | not measured (stand-in) | "
+            "0.05 | 0 | 8,000 | wall-clock hours of the phases |") in md
+    assert "| llm_policy | LLM policy, rule-based stand-in (no LLM) | 1,234 | 0.01 | 0 | 300 |" in md
+    assert "broken/cost.json" in md.split("## Files skipped")[1]
 
 
 def test_training_series_from_tensorboard_and_skill_stats(tmp_path):

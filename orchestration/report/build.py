@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .costs import cost_table, find_costs
 from .evaluation import EvalResult, find_eval_results, meta_policy_error_warning, results_table
 from .plots import CURVE_PLOTS, REWARD_PNG, SUCCESS_PNG, TRAINING_PNG, plot_reward_accuracy, plot_success, plot_training
 from .rewards import RewardRun, find_reward_runs, reward_table
@@ -71,6 +72,11 @@ def build_report(roots: Sequence[str | Path], out_dir: Optional[str | Path] = No
         if warning:
             logger.warning("%s", warning.replace("**", ""))
             parts += [warning, ""]
+    costs = []
+    for root in roots:
+        costs += find_costs(root)
+    if costs:
+        parts += ["## Cost per method", "", cost_table(costs), ""]
     if training_runs:
         parts += ["## Skill training", "", training_table(training_runs), ""]
         warning = training_error_warning(training_runs)

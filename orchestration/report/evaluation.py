@@ -12,10 +12,23 @@ from typing import Optional, Sequence
 from common.vocabulary import EVAL_TASKS, TASK_MEASURE
 from orchestration.paper_results import NOT_COMPARABLE_NOTE, PAPER_RESULTS, format_value
 
-from .shared import ReportError, _float, find_inputs, skip
+from .shared import (
+    COST_FILE,
+    STRUCTURE_FOLDERS,
+    ReportError,
+    _float,
+    baseline_folder,
+    baseline_of,
+    find_inputs,
+    read_cost,
+    skip,
+)
 
 # the package's logger: log lines keep the name they had before the package was split
 logger = logging.getLogger(__package__)
+
+
+MAESTROMOTIF = "MaestroMotif"
 
 
 @dataclass
@@ -31,6 +44,17 @@ class EvalResult:
     path: Path
     # exceptions the task's generated meta-policy raised (None: an older file without the key)
     meta_policy_errors: Optional[int] = None
+    # the method the result belongs to: "MaestroMotif", or a baseline's name (``baselines/{name}/`` in its
+    # path, or the ``method`` the JSON names); ``label`` is the column's honest name (a stand-in said so)
+    method: str = MAESTROMOTIF
+    label: str = ""
+    variant: str = ""  # one of several runs of a method (an annotator size, ...); empty for one run
+
+    @property
+    def column(self) -> tuple[str, str]:
+        """The results-table column of this result: MaestroMotif's experiments each get one, a
+        baseline one per variant (its per-task runs share it)."""
+        return (self.method, self.experiment if self.method == MAESTROMOTIF else self.variant)
 
 
 def _experiment_of(path: Path) -> str:
@@ -62,6 +86,8 @@ def load_eval_result(path: str | Path) -> EvalResult:
         env_steps=int(steps) if isinstance(steps, (int, float)) else None,
         path=path,
         meta_policy_errors=int(errors) if isinstance(errors, (int, float)) and errors == errors else None,
+        method=str(data.get("method") or MAESTROMOTIF),
+        label=str(data.get("label") or ""),
     )
 
 
@@ -76,16 +102,84 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
     out: list[EvalResult] = []
     for path in find_inputs(root, "eval/*_seed*.json"):
         try:
-            out.append(load_eval_result(path))
+            result = load_eval_result(path)
         except ReportError as exc:
             skip(path, exc)
+            continue
+        name = baseline_of(path, root)
+        if name is not None:
+            _as_baseline(result, name, Path(root), path)
+        out.append(result)
+    _drop_common_parts(out)
     out.sort(key=lambda r: (r.experiment, _task_order(r.task), r.task, r.code_seed or 0))
+    return out
+
+
+def _as_baseline(result: EvalResult, name: str, root: Path, path: Path) -> None:
+    """A result under ``baselines/{name}/``: its method, the label of the baseline's ``cost.json`` (which
+    says when a stand-in played the LLM), and the run it belongs to when the baseline has several."""
+    result.method = name
+    base = baseline_folder(path, root)
+    cost = read_cost(base / COST_FILE) if base is not None else None
+    if cost is not None and cost.get("label"):
+        result.label = str(cost["label"])
+    # the folders between baselines/{name}/ and eval/ that are not the task's own or the plan's
+    # structure name the run: an annotator size, a per-skill-heads experiment, ...
+    inner = path.parent.parent.relative_to(base).parts if base is not None else ()
+    parts = [p for p in inner if p not in STRUCTURE_FOLDERS and p != result.task and p != name]
+    if result.experiment not in (result.task, name) and result.experiment not in parts:
+        parts.append(result.experiment)
+    result.variant = "/".join(dict.fromkeys(p for p in parts if p != result.task))
+
+
+def _drop_common_parts(results: Sequence[EvalResult]) -> None:
+    """A baseline's run names keep only what tells its runs apart (``8b/scale`` and ``70b/scale``: 8b, 70b)."""
+    by_method: dict[str, list[EvalResult]] = {}
+    for r in results:
+        if r.method != MAESTROMOTIF:
+            by_method.setdefault(r.method, []).append(r)
+    for rs in by_method.values():
+        parts = [r.variant.split("/") if r.variant else [] for r in rs]
+        common = set.intersection(*(set(p) for p in parts)) if parts else set()
+        for r, p in zip(rs, parts):
+            r.variant = "/".join(x for x in p if x not in common)
+
+
+def column_label(results: Sequence[EvalResult]) -> str:
+    """The heading of one column: the method's honest label, and its run when it has several."""
+    first = results[0]
+    if first.method == MAESTROMOTIF:
+        return f"MaestroMotif ({first.experiment})"
+    label = next((r.label for r in results if r.label), first.method)
+    return f"{label} [{first.variant}]" if first.variant else label
+
+
+def column_scale(results: Sequence[EvalResult]) -> str:
+    """How big the run behind a column is: its policy's training env steps and the episodes per task."""
+    steps = sorted({r.env_steps for r in results if r.env_steps})
+    episodes = sorted({r.episodes for r in results})
+    trained = ("no training" if not steps else
+               f"policy trained {steps[0]:,} env steps" if len(steps) == 1 else
+               f"policies trained {steps[0]:,} to {steps[-1]:,} env steps")
+    runs = f"{episodes[0]}" if len(episodes) == 1 else f"{episodes[0]} to {episodes[-1]}"
+    return f"{trained}; {runs} evaluation episodes per task"
+
+
+def columns_of(results: Sequence[EvalResult]) -> dict[tuple[str, str], list[EvalResult]]:
+    """The results by column, MaestroMotif's first, then the baselines in name order."""
+    out: dict[tuple[str, str], list[EvalResult]] = {}
+    for r in sorted(results, key=lambda r: (r.method != MAESTROMOTIF, r.column)):
+        out.setdefault(r.column, []).append(r)
     return out
 
 
 def results_table(results: Sequence[EvalResult], paper: bool = True) -> str:
     """Markdown table: task, measure, value +- s.e., episodes, meta-policy errors (blank for files
-    written before they were counted) and the paper's column."""
+    written before they were counted) and the paper's column. With more than one column of results
+    (experiments, baselines): one row per task, one column per method, the paper's MaestroMotif and best
+    baseline next to them, and a legend giving each column's scale (:func:`wide_results_table`)."""
+    if len(columns_of(results)) > 1:
+        return wide_results_table(results, paper)
     multi = len({r.experiment for r in results}) > 1
     head = ["task", "measure", "value +- s.e.", "episodes", "meta-policy errors"]
     if multi:
@@ -104,6 +198,35 @@ def results_table(results: Sequence[EvalResult], paper: bool = True) -> str:
         lines.append("| " + " | ".join(row) + " |")
     if paper:
         lines += ["", f"Note: {NOT_COMPARABLE_NOTE}"]
+    return "\n".join(lines)
+
+
+def wide_results_table(results: Sequence[EvalResult], paper: bool = True) -> str:
+    columns = columns_of(results)
+    head = ["task", "measure"] + [column_label(rs) for rs in columns.values()]
+    if paper:
+        head += ["MaestroMotif (paper)", "best baseline (paper)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    tasks = sorted({r.task for r in results}, key=lambda t: (_task_order(t), t))
+    for task in tasks:
+        measure = next(r.measure for r in results if r.task == task)
+        row = [task, measure]
+        for rs in columns.values():
+            cell = [r for r in rs if r.task == task]
+            row.append("; ".join(f"{format_value(r.measure, r.mean, r.stderr)} ({r.episodes})" for r in cell)
+                       if cell else "")
+        if paper:
+            ref = PAPER_RESULTS.get(task)
+            row += [ref.formatted() if ref else "n/a", ref.best_baseline if ref else "n/a"]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Each cell: mean +- standard error (episodes). The columns, and the scale of the run behind each:", ""]
+    for rs in columns.values():
+        where = sorted({str(r.path.parent) for r in rs})
+        lines.append(f"- **{column_label(rs)}**: {column_scale(rs)}; "
+                     f"`{where[0]}`{' and ' + str(len(where) - 1) + ' more' if len(where) > 1 else ''}")
+    if paper:
+        lines += ["", f"Note: {NOT_COMPARABLE_NOTE} The paper's best baseline is the best of its baselines on "
+                      "the task, at the paper's scale."]
     return "\n".join(lines)
 
 

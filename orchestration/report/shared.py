@@ -36,6 +36,46 @@ def find_inputs(root: str | Path, pattern: str) -> Iterator[Path]:
             yield path
 
 
+#: the folder of the baselines' runs: {root}/.../baselines/{name}/ (orchestration.baselines.BASELINES_DIR)
+BASELINES_DIR = "baselines"
+#: what a baseline wrote about its cost (orchestration.baseline_cost, rl_baseline.llm_policy.cost)
+COST_FILE = "cost.json"
+#: folders of a baseline's run that are layout, not a run's name
+STRUCTURE_FOLDERS = frozenset({"policy", "policies", "skill_policy", "train", "rewards", "eval", "runs"})
+
+
+def baseline_folder(path: Path, root: str | Path) -> "Path | None":
+    """``{root}/.../baselines/{name}`` when ``path`` lies inside a baseline's folder, else None."""
+    parts = Path(path).relative_to(root).parts
+    for i, part in enumerate(parts[:-1]):
+        if part == BASELINES_DIR and i + 1 < len(parts) - 1:
+            return Path(root).joinpath(*parts[: i + 2])
+    return None
+
+
+def baseline_of(path: Path, root: str | Path) -> "str | None":
+    """The baseline a file under ``baselines/{name}/`` belongs to (None for MaestroMotif's own)."""
+    folder = baseline_folder(path, root)
+    return folder.name if folder is not None else None
+
+
+def read_cost(path: Path) -> "dict | None":
+    """A baseline's ``cost.json`` (None when absent; skipped with a warning when unreadable)."""
+    import json
+
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        skip(path, f"not a readable cost file ({type(exc).__name__})")
+        return None
+    if not isinstance(data, dict):
+        skip(path, "not a readable cost file (not a JSON object)")
+        return None
+    return data
+
+
 def _float(value: object) -> float:
     try:
         return float(value)  # type: ignore[arg-type]

@@ -128,6 +128,8 @@ def update_cost_json(method_dir: str | Path, method: str) -> dict:
             "llm_calls": sum(int(c.get("llm_calls", 0)) for c in tasks.values()),
             "llm_tokens_sent": sum(int(c.get("llm_tokens_sent", 0)) for c in tasks.values()),
             "tokens_counted_by": " / ".join(counted),
+            "measured": "CPU time of the evaluating processes; GPU hours: wall time x GPUs held; env steps of the "
+                        "evaluations",
             "tasks": tasks,
         }
         training = sorted({int(c["training_env_steps"]) for c in tasks.values() if "training_env_steps" in c})
