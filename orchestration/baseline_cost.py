@@ -205,7 +205,9 @@ def pipeline_cost(out_dir: str | Path) -> Optional[dict]:
     chars = 0 if stand_in else logged_llm_chars(Path(out_dir))
     return {
         "method": "MaestroMotif",
-        "label": "MaestroMotif (this run's own phases)",
+        "label": "MaestroMotif (this run's own phases)" + (
+            ", heuristic stand-in annotator (rules, not an LLM)" if stand_in else ""),
+        "stand_in": stand_in,
         "llm_tokens": None if stand_in else int(math.ceil(chars / CHARS_PER_TOKEN)),
         "cpu_hours": round(cpu, 6),
         "gpu_hours": round(gpu, 6),

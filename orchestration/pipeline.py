@@ -202,6 +202,11 @@ def make_config(preset: str, **overrides: object) -> PipelineConfig:
             raise PipelineError(f"--annotator_size {size!r}: expected one of {', '.join(ANNOTATOR_MODELS_BY_SIZE)}")
     if overrides.get("annotator_size") is not None and overrides.get("annotate_model") is None:
         values["annotate_model"] = ANNOTATOR_MODELS_BY_SIZE[str(values["annotator_size"])]
+    if preset == "paper" and overrides.get("baselines") is None:
+        # the paper's comparison is part of its plan: every baseline and ablation unless asked otherwise
+        from orchestration.baselines import available
+
+        values["baselines"] = tuple(available())
     cfg = PipelineConfig(**values)
     bad = [t for t in cfg.eval_targets if t not in EVAL_TASKS]
     if bad:

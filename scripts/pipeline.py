@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--annotate_chunks", type=int, default=None, help="annotation chunks per skill (paper plan)")
     g.add_argument("--device", default=None, help="device of skill training: cpu or gpu")
     g.add_argument("--baselines", type=_csv, default=None,
-                   help="the paper's baselines and ablations to run too, comma-separated, or 'all' (see "
-                        "orchestration/baselines.py; default: none)")
+                   help="the paper's baselines and ablations to run too, comma-separated, 'all' or 'none' (see "
+                        "orchestration/baselines.py; default: all with --preset paper, none otherwise)")
     g.add_argument("--annotator_size", default=None,
                    help="the annotator by size: 8b, 70b (the paper's) or 405b, i.e. Llama 3.1 Instruct of that size "
                         "(common/llm.py); the LLM backends use it, the heuristic stand-in of the small presets does not")
@@ -129,6 +129,8 @@ BANNER = """\
 def _baselines(names: tuple[str, ...] | None) -> tuple[str, ...] | None:
     if names is None:
         return None
+    if names == ("none",):
+        return ()
     if names == ("all",):
         from orchestration.baselines import available
 

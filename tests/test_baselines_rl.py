@@ -116,12 +116,16 @@ def test_small_plan_runs_each_baseline_inside_out_dir_and_every_command_parses(t
 
 
 def test_paper_plan_prints_every_baseline_at_paper_scale(capsys):
+    """The paper preset's plan holds every baseline and ablation by default; ``--baselines none`` drops them."""
     from scripts import pipeline as pipeline_cli
 
-    assert pipeline_cli.main(["--preset", "paper", "--baselines", "all"]) == 0
+    assert pipeline_cli.main(["--preset", "paper"]) == 0
     text = capsys.readouterr().out
-    cfg = make_config("paper", baselines=tuple(available()))
+    cfg = make_config("paper")
+    assert cfg.baselines == tuple(available())
     plan = build_plan(cfg)
+    assert pipeline_cli.main(["--preset", "paper", "--baselines", "none"]) == 0
+    assert "baselines/" not in capsys.readouterr().out
     for phase in plan:
         assert phase.command() in text
     for name in RL_BASELINES:

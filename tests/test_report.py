@@ -128,21 +128,49 @@ def test_each_baseline_run_gets_a_labelled_column_and_a_cost_row(tmp_path):
 
     md = build_report([run], tmp_path / "report", plots=False).markdown
     head = next(line for line in md.splitlines() if line.startswith("| task | measure |"))
-    assert head == ("| task | measure | MaestroMotif (smoke) | annotator scale, stand-in at every size [70b] "
-                    "| annotator scale, stand-in at every size [8b] | LLM policy, rule-based stand-in (no LLM) "
-                    "| Motif task-specific, heuristic stand-in annotator (no LLM) | MaestroMotif (paper) "
-                    "| best baseline (paper) |")
+    # short names from the baselines' registry, the run when a baseline has several, "stand-in" when its
+    # label says so; the full label in the legend
+    assert head == ("| task | measure | MaestroMotif (smoke) | Annotator scale [70b] (stand-in) "
+                    "| Annotator scale [8b] (stand-in) | LLM policy (stand-in) "
+                    "| Motif task-specific (stand-in) | MaestroMotif (paper) | best baseline (paper) |")
     assert "| gnomish | success | 50.0% +- 50.0 (2) | 100.0% +- 0.0 (2) | 100.0% +- 0.0 (2) | 0.0% +- 0.0 (1) | 0.0% +- 0.0 (2) |" in md
     assert "| buc | count | 2.00 +- 1.00 (2) |  |  |  | 1.00 +- 1.00 (2) | 1.60 +- 0.01 | Motif 0.05 |" in md
-    assert "- **Motif task-specific, heuristic stand-in annotator (no LLM)**: policies trained" not in md  # one size
-    assert "- **Motif task-specific, heuristic stand-in annotator (no LLM)**: policy trained 5,000 env steps; " \
-           "2 evaluation episodes per task" in md
+    assert "policies trained" not in md  # each column's runs share one size
+    assert ("- **Motif task-specific (stand-in)**: Motif task-specific, heuristic stand-in annotator (no LLM); "
+            "policy trained 5,000 env steps; 2 evaluation episodes per task") in md
+    assert "- **Annotator scale [8b] (stand-in)**: annotator scale, stand-in at every size; policy trained" in md
     # the cost of each method, as its cost.json measured it
     assert "## Cost per method" in md
     assert ("| motif_task | Motif task-specific, heuristic stand-in annotator (no LLM) | not measured (stand-in) | "
             "0.05 | 0 | 8,000 | wall-clock hours of the phases |") in md
     assert "| llm_policy | LLM policy, rule-based stand-in (no LLM) | 1,234 | 0.01 | 0 | 300 |" in md
     assert "broken/cost.json" in md.split("## Files skipped")[1]
+
+
+def test_maestromotif_column_says_when_the_stand_in_annotated_and_baseline_runs_keep_their_names(tmp_path):
+    """A pipeline run whose annotation markers name the heuristic backend: MaestroMotif's column says
+    stand-in; training runs of the same experiment name in different baselines stay apart."""
+    from orchestration.report import build_report
+
+    run = tmp_path / "run"
+    write_eval(run / "skill_policy", "smoke", "gnomish", [True, False], [0, 0])
+    write_eval(run / "baselines" / "motif_task" / "policy", "gnomish", "gnomish", [False], [0])
+    (run / ".pipeline").mkdir(parents=True)
+    (run / ".pipeline" / "annotate__discoverer.json").write_text(json.dumps(
+        {"seconds": 3.0, "command": "python -m scripts.annotate_pairs --backend heuristic --skill discoverer"}))
+    for folder in (run / "skill_policy" / "smoke", run / "baselines" / "ablation_annotator_scale" / "8b" /
+                   "skill_policy" / "smoke"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "skill_stats.json").write_text(json.dumps({"env_steps": 5, "means": {"skills/merchant_share": 0.5}}))
+    md = build_report([run], tmp_path / "report", plots=False).markdown
+    assert "| task | measure | MaestroMotif (smoke, stand-in) | Motif task-specific |" in md
+    assert "heuristic stand-in annotator (rules, not an LLM)" in md
+    assert {r.experiment for r in find_training_runs(run)} == {"smoke", "ablation_annotator_scale/8b/smoke"}
+
+    (run / ".pipeline" / "annotate__discoverer.json").write_text(json.dumps(
+        {"seconds": 3.0, "command": "python -m scripts.annotate_pairs --backend vllm --skill discoverer"}))
+    md = build_report([run], tmp_path / "report2", plots=False).markdown
+    assert "| task | measure | MaestroMotif (smoke) | Motif task-specific |" in md
 
 
 def test_training_series_from_tensorboard_and_skill_stats(tmp_path):

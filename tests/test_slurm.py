@@ -18,7 +18,7 @@ SHELL_VALUES = {"SLURM_ARRAY_TASK_ID": "0", "SLURM_PROCID": "0", "SERVER_HOST": 
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-    cfg = make_config("paper")
+    cfg = make_config("paper", baselines=())  # MaestroMotif's own jobs; the baselines' have their tests
     out = tmp_path_factory.mktemp("jobs")
     workdir = out / "cluster_checkout"
     settings = SlurmSettings(workdir=str(workdir), sbatch_extra=("--partition=gpu",))

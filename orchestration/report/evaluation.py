@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from common.vocabulary import EVAL_TASKS, TASK_MEASURE
+from orchestration.baseline_cost import pipeline_cost
 from orchestration.paper_results import NOT_COMPARABLE_NOTE, PAPER_RESULTS, format_value
 
 from .shared import (
@@ -19,6 +20,7 @@ from .shared import (
     _float,
     baseline_folder,
     baseline_of,
+    baseline_title,
     find_inputs,
     read_cost,
     skip,
@@ -29,6 +31,7 @@ logger = logging.getLogger(__package__)
 
 
 MAESTROMOTIF = "MaestroMotif"
+STAND_IN_ANNOTATOR = "skill rewards from the heuristic stand-in annotator (rules, not an LLM)"
 
 
 @dataclass
@@ -100,6 +103,8 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
 
     Unreadable files are skipped with a warning."""
     out: list[EvalResult] = []
+    own = pipeline_cost(root) if Path(root).is_dir() else None
+    stand_in = bool(own and own.get("stand_in"))  # this run's skills were annotated by the stand-in
     for path in find_inputs(root, "eval/*_seed*.json"):
         try:
             result = load_eval_result(path)
@@ -109,6 +114,8 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
         name = baseline_of(path, root)
         if name is not None:
             _as_baseline(result, name, Path(root), path)
+        elif not result.label and stand_in:
+            result.label = STAND_IN_ANNOTATOR
         out.append(result)
     _drop_common_parts(out)
     out.sort(key=lambda r: (r.experiment, _task_order(r.task), r.task, r.code_seed or 0))
@@ -146,12 +153,23 @@ def _drop_common_parts(results: Sequence[EvalResult]) -> None:
 
 
 def column_label(results: Sequence[EvalResult]) -> str:
-    """The heading of one column: the method's honest label, and its run when it has several."""
+    """The heading of one column: the method's short name, its run when it has several, and
+    "stand-in" when its label says a rule-based stand-in played the LLM (the legend has the full label)."""
     first = results[0]
     if first.method == MAESTROMOTIF:
-        return f"MaestroMotif ({first.experiment})"
-    label = next((r.label for r in results if r.label), first.method)
-    return f"{label} [{first.variant}]" if first.variant else label
+        stand_in = any("stand-in" in r.label for r in results)
+        return f"MaestroMotif ({first.experiment}{', stand-in' if stand_in else ''})"
+    title = baseline_title(first.method)
+    if first.variant:
+        title += f" [{first.variant}]"
+    if any("stand-in" in r.label for r in results):
+        title += " (stand-in)"
+    return title
+
+
+def column_full_label(results: Sequence[EvalResult]) -> str:
+    """What ran behind a column: the baseline's own label (from its ``cost.json`` or result JSON)."""
+    return next((r.label for r in results if r.label), "")
 
 
 def column_scale(results: Sequence[EvalResult]) -> str:
@@ -222,8 +240,13 @@ def wide_results_table(results: Sequence[EvalResult], paper: bool = True) -> str
     lines += ["", "Each cell: mean +- standard error (episodes). The columns, and the scale of the run behind each:", ""]
     for rs in columns.values():
         where = sorted({str(r.path.parent) for r in rs})
-        lines.append(f"- **{column_label(rs)}**: {column_scale(rs)}; "
+        full = column_full_label(rs)
+        lines.append(f"- **{column_label(rs)}**: {full + '; ' if full else ''}{column_scale(rs)}; "
                      f"`{where[0]}`{' and ' + str(len(where) - 1) + ' more' if len(where) > 1 else ''}")
+    if any(r.label == STAND_IN_ANNOTATOR for r in results):
+        lines += ["", "This run's skill reward models were labelled by the heuristic stand-in annotator; the "
+                      "baselines that reuse them (skills in isolation, per-skill heads, the hierarchical LLM "
+                      "policy) inherit it."]
     if paper:
         lines += ["", f"Note: {NOT_COMPARABLE_NOTE} The paper's best baseline is the best of its baselines on "
                       "the task, at the paper's scale."]

@@ -59,6 +59,27 @@ def baseline_of(path: Path, root: str | Path) -> "str | None":
     return folder.name if folder is not None else None
 
 
+def run_name(folder: Path, root: str | Path) -> str:
+    """The name a training run goes by in the report: its experiment folder, prefixed for a baseline's
+    run with the baseline and the folders that tell its runs apart (``ablation_annotator_scale/8b/ci``)."""
+    base = baseline_folder(folder / "_", root)
+    if base is None:
+        return folder.name
+    inner = [p for p in folder.relative_to(base).parts if p not in STRUCTURE_FOLDERS]
+    return "/".join([base.name, *inner]) if inner else base.name
+
+
+def baseline_title(name: str) -> str:
+    """A baseline's short name (its registry description up to the colon), or ``name`` when unknown."""
+    try:
+        from orchestration.baselines import available
+
+        desc = available().get(name)
+    except Exception:  # noqa: BLE001 - a report must not fail on the registry; the folder name will do
+        desc = None
+    return desc.split(":", 1)[0].strip() if desc else name
+
+
 def read_cost(path: Path) -> "dict | None":
     """A baseline's ``cost.json`` (None when absent; skipped with a warning when unreadable)."""
     import json

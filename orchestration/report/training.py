@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from common.vocabulary import SKILLS
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
 
-from .shared import _num, _pct, find_inputs, skip
+from .shared import _num, _pct, find_inputs, run_name, skip
 
 # the package's logger: log lines keep the name they had before the package was split
 logger = logging.getLogger(__package__)
@@ -124,7 +124,7 @@ def find_training_runs(root: str | Path) -> list[TrainingRun]:
     folders |= {p.parent for p in find_inputs(root, ".summary") if p.is_dir()}
     runs = []
     for folder in sorted(folders):
-        run = TrainingRun(folder.name, folder)
+        run = TrainingRun(run_name(folder, root), folder)
         summary = folder / ".summary"
         if summary.is_dir():
             run.series = read_tensorboard_scalars(summary)
