@@ -597,6 +597,16 @@ def test_pipeline_phases_of_every_baseline_run_at_smoke_scale(pipeline_run):
     found = {(r.experiment, r.task) for r in find_eval_results(cfg.out)}
     assert {(n, t) for n in LLM_BASELINES for t in ("buc", "gnomish")} <= found
     assert not any(e == cfg.experiment for e, _ in found)
+    # ... and the report gives each its own column, labelled as the stand-in it is, and a cost row
+    from orchestration.report import build_report
+
+    md = build_report([cfg.out], cfg.out / "report_test", plots=False).markdown
+    head = next(line for line in md.splitlines() if line.startswith("| task | measure |"))
+    for title in ("LLM policy (stand-in)", "LLM policy (equivalent prompting) (stand-in)",
+                  "Hierarchical LLM policy (stand-in)"):
+        assert f"| {title} |" in head
+    for name in LLM_BASELINES:
+        assert f"\n| {name} | " in md.split("## Cost per method")[1]
     assert hier["cost"]["training_env_steps"] >= 1000
     assert not list((Path(cfg.policy_train_dir) / cfg.experiment).glob("eval/*"))  # MaestroMotif's folder untouched
 
