@@ -130,10 +130,11 @@ class MemorySampler(threading.Thread):
         return sorted(rollout_peak), growth, sorted(other)
 
 
-def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse.Namespace, workdir: Path) -> RunResult:
+def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse.Namespace, workdir: Path,
+              num_envs_per_worker: int) -> RunResult:
     cmd = [
         sys.executable, "-m", "scripts.main", "--algo", "APPO", "--device", args.device,
-        "--num_workers", "2", "--num_envs_per_worker", str(args.num_envs_per_worker),
+        "--num_workers", "2", "--num_envs_per_worker", str(num_envs_per_worker),
         "--batch_size", "512", "--rollout", "32", "--reward_scale", "0.1", "--obs_scale", "255.0",
         "--max_episode_steps", str(args.max_episode_steps), "--seed", "2", "--code_seed", "42",
         "--reward_dir", repr(reward_dirs), "--extrinsic_reward", "0.0", "--llm_reward", "0.1",
@@ -176,7 +177,12 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1,
                    help="runs of each version, alternated; medians are reported (default: %(default)s)")
     p.add_argument("--num_envs_per_worker", type=int, default=4,
-                   help="environments per rollout worker, for both runs (smoke preset: %(default)s)")
+                   help="environments per rollout worker of this tree's runs (default: %(default)s; the smoke "
+                        "preset now uses 8)")
+    p.add_argument("--baseline_num_envs_per_worker", type=int, default=None,
+                   help="environments per rollout worker of the baseline's runs (default: --num_envs_per_worker; "
+                        "4 was the smoke preset's at 9de1a54, so --num_envs_per_worker 8 "
+                        "--baseline_num_envs_per_worker 4 compares the smoke preset then and now)")
     p.add_argument("--max_episode_steps", type=int, default=2000, help="episode step limit (default: %(default)s)")
     p.add_argument("--warmup_reports", type=int, default=2,
                    help="10-second FPS reports skipped as warm-up (default: %(default)s)")
@@ -188,6 +194,9 @@ def main() -> None:
     if args.repeats < 1:
         p.error("--repeats must be at least 1")
 
+    base_envs = args.baseline_num_envs_per_worker or args.num_envs_per_worker
+    if base_envs < 1 or args.num_envs_per_worker < 1:
+        p.error("--num_envs_per_worker and --baseline_num_envs_per_worker must be at least 1")
     results: list[RunResult] = []
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
         tmp_path = Path(tmp)
@@ -204,17 +213,18 @@ def main() -> None:
             for rep in range(args.repeats):  # alternated, so a change of machine load hits both
                 if baseline_dir is not None:
                     print(f"baseline {args.baseline_ref}: training {args.steps} env steps ...", flush=True)
-                    results.append(train_run("baseline", baseline_dir, dirs, args, tmp_path / "runs"))
+                    results.append(train_run("baseline", baseline_dir, dirs, args, tmp_path / "runs", base_envs))
                 print(f"this tree: training {args.steps} env steps ...", flush=True)
-                results.append(train_run("current", REPO, dirs, args, tmp_path / "runs"))
+                results.append(train_run("current", REPO, dirs, args, tmp_path / "runs", args.num_envs_per_worker))
         finally:
             if baseline_dir is not None:
                 subprocess.run(["git", "worktree", "remove", "--force", str(baseline_dir)], cwd=REPO,
                                capture_output=True)
 
     machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
-    print(f"\nmachine: {machine}; {args.num_envs_per_worker} envs x 2 workers, batch 512, rollout 32, "
-          f"device {args.device}")
+    envs = (f"{args.num_envs_per_worker} envs" if base_envs == args.num_envs_per_worker else
+            f"{args.num_envs_per_worker} envs (baseline {base_envs})")
+    print(f"\nmachine: {machine}; {envs} x 2 workers, batch 512, rollout 32, device {args.device}")
     print("| run | env steps/s | FPS reports | wall s | rollout worker peak RSS MB | growth MB | other processes MB |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
@@ -234,7 +244,8 @@ def main() -> None:
         base = float(np.median([r.fps for r in baseline_runs]))
         speedup = fps / base
         print(f"speed-up over {args.baseline_ref} (medians of {args.repeats} run(s) each): x{speedup:.2f}")
-        figures.update(baseline_ref=args.baseline_ref, baseline_fps=round(base, 1), train_speedup=round(speedup, 3))
+        figures.update(baseline_ref=args.baseline_ref, baseline_fps=round(base, 1), train_speedup=round(speedup, 3),
+                       baseline_num_envs_per_worker=base_envs)
     print(json.dumps(figures))
 
 
