@@ -556,13 +556,15 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                         for p, (c1, c2), r, code in zip(pairs.tolist(), caps_list, replies, codes) if r
                     ])
                 if (b + 1) % cfg.flushing_freq == 0:
-                    save_preferences(cpath, labels)
+                    # the log first: a kill between the two then leaves logged pairs to redo, never
+                    # labelled pairs whose conversation is lost
                     conv_log.flush()
+                    save_preferences(cpath, labels)
                 if delay:
                     time.sleep(delay)
         finally:
-            save_preferences(cpath, labels)
             conv_log.close()
+            save_preferences(cpath, labels)
             if own_backend:
                 backend.close()
     seconds = time.perf_counter() - t0
