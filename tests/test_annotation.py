@@ -314,6 +314,7 @@ def _tiny_model(path: Path, answer_token_first: bool) -> None:
 
 
 @pytest.mark.parametrize("answer_token_first", [True, False])
+@pytest.mark.slow
 def test_transformers_backend_with_a_tiny_local_model(tmp_path, answer_token_first) -> None:
     model_dir = tmp_path / "tiny"
     _tiny_model(model_dir, answer_token_first)
@@ -339,6 +340,7 @@ _EXPECTED = {"good1": FIRST, "good2": SECOND, "tie": TIE, "retry": SECOND, "garb
 
 
 @pytest.mark.parametrize("backend", ["openai", "hf"])
+@pytest.mark.slow
 def test_remote_backends_against_a_scripted_server(tmp_path, backend) -> None:
     write_dataset(tmp_path, "merchant", make_dataset(len(_SCENARIOS), markers=_SCENARIOS))
     with FakeChatServer(slow_seconds=1.5) as server:

@@ -186,6 +186,7 @@ def test_annotator_size_is_one_flag_of_the_pipeline():
         make_config("ci", annotator_sizes=("8b", "1t"))
 
 
+@pytest.mark.slow
 def test_slurm_jobs_of_every_baseline_parse_and_depend_on_what_they_read(tmp_path):
     from orchestration.slurm import SlurmSettings, write_slurm
     from tests.test_slurm import commands_in
@@ -242,6 +243,7 @@ def test_slurm_jobs_of_every_baseline_parse_and_depend_on_what_they_read(tmp_pat
 # ----------------------------------------------------------------------------- bad input: a clear error, nothing started
 
 
+@pytest.mark.slow
 def test_task_reward_for_a_task_without_a_detector_is_refused_before_anything_starts(tmp_path):
     cfg = make_config("ci", out_dir=str(tmp_path / "run"), baselines=("task_reward_score",))
     with pytest.raises(PipelineError, match="no success detector for task.*exploration"):

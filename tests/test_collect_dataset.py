@@ -194,6 +194,7 @@ def test_explorer_answers_questions_and_uses_altars():
     assert policy.act(_fake_obs(on_altar, (4, 15))) != t.drop
 
 
+@pytest.mark.slow
 def test_annotation_and_reward_training_import_neither_the_game_nor_sample_factory():
     """Annotation runs in a vLLM-only environment: every rlaif module and the shared layer it uses
     load without NLE and sample-factory."""

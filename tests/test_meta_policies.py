@@ -156,6 +156,7 @@ def test_loader_falls_back_when_generated_code_raises(tmp_path, caplog):
     assert "gnomish seed 7" in caplog.text and "timed out" in caplog.text
 
 
+@pytest.mark.slow
 def test_watchdog_bounds_every_call_and_never_fires_outside_one(tmp_path):
     """Each call into the module has its own budget: a hanging call is stopped near its deadline, the
     next hanging call too, time spent between calls raises nothing, and no interval timer is used."""

@@ -152,6 +152,7 @@ def test_layout_is_memory_mapped_and_nothing_is_unpickled(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["no_message", "no_tty_colors", "short_blstats", "two_observations"])
+@pytest.mark.slow
 def test_a_broken_layout_is_a_clear_error_and_nothing_is_written(tmp_path, case):
     out = motif_dataset(tmp_path)
     data = out / "data"
@@ -179,6 +180,7 @@ def test_a_broken_layout_is_a_clear_error_and_nothing_is_written(tmp_path, case)
     assert tree(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_missing_annotator_names_the_files_there(tmp_path):
     motif_dataset(tmp_path)
     proc = run("scripts.train_reward", ["--dataset_dir", "motif_dataset", "--annotator", "llama70b_msg_gold_default",
@@ -324,6 +326,7 @@ def test_annotation_resumes_by_appending_and_ignore_existing_starts_over(tmp_pat
     assert meta["backend"] == "heuristic" and meta["stand_in"] is True
 
 
+@pytest.mark.slow
 def test_two_chunks_equal_one_run_and_merge_only_when_both_are_done(tmp_path):
     out = motif_dataset(tmp_path, 30)
     for args in (["--custom-annotator-string", "single"],

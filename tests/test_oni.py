@@ -446,6 +446,7 @@ def test_the_launcher_waits_for_its_server_and_fails_when_it_dies(tmp_path):
     assert out.returncode == 1 and "died" in out.stderr
 
 
+@pytest.mark.slow
 def test_scripts_main_runs_as_a_file_from_anywhere(tmp_path):
     out = subprocess.run([sys.executable, str(REPO / "scripts" / "main.py"), "--help"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)

@@ -115,6 +115,7 @@ def test_meta_policy_check_phase(capsys, tmp_path):
     assert "failed for gnomish" in captured.err
 
 
+@pytest.mark.slow
 def test_failure_names_the_phase_and_the_command_and_resume_skips_done_phases(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "p").mkdir()

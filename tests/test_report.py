@@ -189,6 +189,7 @@ def test_training_series_from_tensorboard_and_skill_stats(tmp_path):
     assert runs["run2"].skill_series("share", "discoverer") == ([], [])
 
 
+@pytest.mark.slow
 def test_report_cli_writes_markdown_and_plots(tmp_path, capsys):
     root = tmp_path / "run"
     for task in ("gnomish", "buc"):

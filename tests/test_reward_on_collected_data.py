@@ -9,6 +9,9 @@ import pytest
 
 from rlaif.dataset import load_dataset
 
+# a real collection, annotation and reward training: about 12 s
+pytestmark = pytest.mark.slow
+
 SEED = 3
 
 

@@ -58,6 +58,7 @@ def test_forbidden_code_is_rejected_before_running(snippet, expected):
     assert "REJECTED" in result.feedback() and expected in result.feedback()
 
 
+@pytest.mark.slow
 def test_infinite_loop_hits_the_wall_clock_limit():
     result = run_in_sandbox(CLASS + "\nwhile True:\n    pass\n", SandboxLimits(wall_seconds=1.0, cpu_seconds=30))
     assert not result.ok and result.timed_out

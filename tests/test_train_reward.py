@@ -100,6 +100,7 @@ def descender_run(tmp_path_factory) -> tuple[Path, dict, ObservationDataset]:
     return root, result, dataset
 
 
+@pytest.mark.slow
 def test_descender_reward_ranks_descents_above_ordinary_moves(descender_run) -> None:
     root, result, dataset = descender_run
     assert result["val_pairs"] >= 100
@@ -271,6 +272,7 @@ def _script_args(root: Path, *extra: str) -> list[str]:
             "--no_progress", *extra]
 
 
+@pytest.mark.slow
 def test_script_runs_with_the_original_flags(tmp_path: Path, capsys) -> None:
     from scripts.train_reward import main
 

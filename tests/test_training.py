@@ -398,6 +398,7 @@ def test_release_readme_commands_parse_verbatim():
     assert SkillEnvConfig.from_cfg(ev).task == "goldenexit"
 
 
+@pytest.mark.slow
 def test_release_evaluation_without_checkpoint_is_a_clear_error(tmp_path):
     proc = run_main(_release_argv(RELEASE_EVAL_COMMAND) + ["--device", "cpu"], tmp_path, timeout=120)
     text = proc.stdout + proc.stderr
@@ -881,6 +882,7 @@ def test_release_learner_defaults_and_reward_scale_on_the_game_reward_only():
 
 @pytest.mark.parametrize("argv,flag", [(["--msg_max_keys", "-2"], "--msg_max_keys"),
                                        (["--rnn_type", "transformer"], "--rnn_type")])
+@pytest.mark.slow
 def test_bad_learner_flags_exit_with_the_flag_named(tmp_path, argv, flag):
     proc = run_main(argv + ["--train_dir", str(tmp_path), "--experiment", "bad", "--device", "cpu"], tmp_path,
                     timeout=120)
