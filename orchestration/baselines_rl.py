@@ -30,7 +30,6 @@ recomputed. Pure Python: building the plan imports neither NLE nor sample-factor
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
@@ -40,11 +39,11 @@ from common.vocabulary import EVAL_TASKS, SKILLS
 from orchestration.baselines import BASELINES_DIR, register
 from orchestration.pipeline import (
     ARRAY_ID,
-    REPO_ROOT,
     Phase,
     PipelineConfig,
     PipelineError,
     annotator,
+    display_path,
     skill_training_args,
 )
 
@@ -72,22 +71,11 @@ def _paper(cfg: PipelineConfig) -> bool:
     return cfg.preset == "paper"
 
 
-def _display(path: str | Path) -> str:
-    """A repository file, relative to the current directory when possible (as the pipeline shows its replay)."""
-    path = Path(path)
-    if not path.is_absolute():
-        path = REPO_ROOT / path
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
-
-
 def _policy_code(cfg: PipelineConfig, task: str) -> str:
     """The task's policy over skills: at paper scale what its generate/combine phases wrote; in the small
     presets the shipped module (a hand-written reference policy, as MaestroMotif's own evaluation there uses)."""
     rel = f"rl_baseline/meta_policies/{task}/seed{cfg.code_seed}/execution.py"
-    return rel if _paper(cfg) else _display(rel)
+    return rel if _paper(cfg) else display_path(rel)
 
 
 def _steps(n: int) -> str:

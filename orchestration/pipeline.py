@@ -322,7 +322,7 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
     return args
 
 
-def _display_path(path: str | Path) -> str:
+def display_path(path: str | Path) -> str:
     """A repository file as a path relative to the current directory when possible."""
     path = Path(path)
     if not path.is_absolute():
@@ -363,7 +363,7 @@ def _small_plan(cfg: PipelineConfig) -> list[Phase]:
     out.append(Phase(
         f"generate/{cfg.code_task}", "generate", "scripts.generate_code",
         ["--task", cfg.code_task, "--seed", str(cfg.code_seed), "--backend", "replay",
-         "--replay", _display_path(cfg.replay), "--out_dir", gen_dir],
+         "--replay", display_path(cfg.replay), "--out_dir", gen_dir],
         outputs=[str(Path(gen_dir) / cfg.code_task / f"_seed{cfg.code_seed}" / "execution.py")],
         note="replayed from a recorded transcript: no language model is called",
     ))

@@ -166,7 +166,27 @@ def _encode(model: Any, messages: torch.Tensor, stats: torch.Tensor, dedup: bool
     return model.head(features, stats)
 
 
-class ReleaseRewardModel(nn.Module):
+class _MessageRewardModel(nn.Module):
+    """What the release's and Motif's reward networks share: the message branch's features
+    (``embedding``, ``message_cnn``, ``message_fc``, built by each subclass in its own parameter
+    order) and ``forward``, which encodes each distinct message of a batch once and calls ``head``."""
+
+    @property
+    def feature_dim(self) -> int:
+        return MSG_FEATURES
+
+    def encode_messages(self, messages: torch.Tensor) -> torch.Tensor:
+        """Message bytes [B, 256] (any integer dtype) -> features [B, 128]."""
+        x = self.embedding(messages.long()).transpose(1, 2)  # [B, 32, 256]
+        return torch.relu(self.message_fc(self.message_cnn(x)))
+
+    def forward(self, messages: torch.Tensor, stats: torch.Tensor, dedup: bool = True) -> torch.Tensor:
+        """Rewards [B] of messages [B, 256] and depth changes [B] or diffstats [B, 5] (ignored by
+        Motif's network, which only needs B rows)."""
+        return _encode(self, messages, stats, dedup)
+
+
+class ReleaseRewardModel(_MessageRewardModel):
     """Scalar reward of (current message bytes, five stat changes), the release's shapes.
 
     Same interface as :class:`rlaif.reward_model.SkillRewardModel`: ``encode_messages`` (the
@@ -194,15 +214,6 @@ class ReleaseRewardModel(nn.Module):
         self.reward_head = nn.Linear(HIDDEN, 1)
         _orthogonal_linears(self)
 
-    @property
-    def feature_dim(self) -> int:
-        return MSG_FEATURES
-
-    def encode_messages(self, messages: torch.Tensor) -> torch.Tensor:
-        """Message bytes [B, 256] (any integer dtype) -> features [B, 128]."""
-        x = self.embedding(messages.long()).transpose(1, 2)  # [B, 32, 256]
-        return torch.relu(self.message_fc(self.message_cnn(x)))
-
     def diffstats(self, stats: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         """[B] depth changes -> RL-time diffstats; [B, 5] diffstats pass through."""
         stats = stats.to(device=like.device, dtype=like.dtype)
@@ -218,12 +229,8 @@ class ReleaseRewardModel(nn.Module):
         hidden = self.trunk(torch.cat([stat_features, features], dim=1))
         return self.reward_head(torch.relu(hidden)).squeeze(1)
 
-    def forward(self, messages: torch.Tensor, stats: torch.Tensor, dedup: bool = True) -> torch.Tensor:
-        """Rewards [B] of messages [B, 256] and depth changes [B] (or diffstats [B, 5])."""
-        return _encode(self, messages, stats, dedup)
 
-
-class MotifRewardModel(nn.Module):
+class MotifRewardModel(_MessageRewardModel):
     """Motif's reward network (``--reward_encoder nle_torchbeast_encoder``): the message alone.
 
     Same interface as the other architectures; ``stats`` (depth changes [B] or diffstats [B, 5])
@@ -241,22 +248,9 @@ class MotifRewardModel(nn.Module):
         self.reward_head = nn.Linear(HIDDEN, 1)
         _orthogonal_linears(self)
 
-    @property
-    def feature_dim(self) -> int:
-        return MSG_FEATURES
-
-    def encode_messages(self, messages: torch.Tensor) -> torch.Tensor:
-        """Message bytes [B, 256] (any integer dtype) -> features [B, 128]."""
-        x = self.embedding(messages.long()).transpose(1, 2)  # [B, 32, 256]
-        return torch.relu(self.message_fc(self.message_cnn(x)))
-
     def head(self, features: torch.Tensor, stats: Any = None) -> torch.Tensor:
         """Message features [B, 128] -> reward [B]; ``stats`` is ignored (no stat input)."""
         return self.reward_head(torch.relu(self.trunk(features))).squeeze(1)
-
-    def forward(self, messages: torch.Tensor, stats: torch.Tensor, dedup: bool = True) -> torch.Tensor:
-        """Rewards [B] of messages [B, 256]; ``stats`` [B] or [B, 5] only has to have B rows."""
-        return _encode(self, messages, stats, dedup)
 
 
 # The release's parameter names (a RewardSharedWeights state dict) -> ours, in the release's order.

@@ -20,7 +20,8 @@ from common.llm import BACKENDS, DEFAULT_MODEL, BackendError
 from common.vocabulary import SKILLS
 
 
-def _bool(text: str) -> bool:
+def boolean_flag(text: str) -> bool:
+    """An argparse type for true/false flags (1/0, yes/no, on/off; also the Motif scripts')."""
     value = text.strip().lower()
     if value in ("1", "true", "yes", "y", "on"):
         return True
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--flushing_freq", "--flushing-freq", dest="flushing_freq", type=int, default=10,
                    help="save the chunk file every this many batches")
     p.add_argument("--ignore_existing", "--ignore-existing", dest="ignore_existing", nargs="?", const=True,
-                   default=False, type=_bool,
+                   default=False, type=boolean_flag,
                    help="start this chunk over instead of resuming from existing chunk/final files")
     p.add_argument("--merge", action="store_true",
                    help="only merge the finished chunk files of --n_chunks into the final file")

@@ -28,18 +28,10 @@ import sys
 from pathlib import Path
 
 from common.llm import BACKENDS, MOTIF_ANNOTATOR_MODELS, BackendError
+from scripts.annotate_pairs import boolean_flag
 
 ANNOTATOR_TYPES = ("llama", "score", "return")
 STATE_DIRNAME = "annotation_state"
-
-
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "y", "on"):
-        return True
-    if value in ("0", "false", "no", "n", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,9 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="goal sentence of the prompt: Motif's defaultgoal (game score), zeroknowledge (none), combat, "
                         "gold, stairs, one of this project's five skills, or one of its nine evaluation tasks (the "
                         "task's description: the Motif task-specific baseline)")
-    p.add_argument("--use-messages", "--use_messages", dest="use_messages", type=_bool, default=True,
+    p.add_argument("--use-messages", "--use_messages", dest="use_messages", type=boolean_flag, default=True,
                    help="describe each observation by its messages (Motif's default)")
-    p.add_argument("--use-blstats", "--use_blstats", dest="use_blstats", type=_bool, default=False,
+    p.add_argument("--use-blstats", "--use_blstats", dest="use_blstats", type=boolean_flag, default=False,
                    help="add the bottom-line stats (Dlvl, $, HP, Xp, hunger) to the descriptions; the file name gets minbl_")
     p.add_argument("--llm-size", "--llm_size", dest="llm_size", type=int, default=70, choices=LLM_SIZES,
                    help="Llama 2 chat model: " + ", ".join(f"{k} -> {v}" for k, v in MOTIF_ANNOTATOR_MODELS.items()))

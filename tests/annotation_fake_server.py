@@ -18,8 +18,10 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from rl_baseline.online.stand_in_server import JSONRequestHandler
 
 _MARK = re.compile(r"SCENARIO-(\w+)")
 
@@ -32,26 +34,8 @@ class FakeChatServer:
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep test output quiet
-                pass
-
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
-                else:
-                    self._send(404, {"error": "not found"})
+        class Handler(JSONRequestHandler):
+            served_model = "fake-model"
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))

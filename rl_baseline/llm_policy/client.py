@@ -138,19 +138,28 @@ class Reply:
 
 
 @dataclass
-class ClientStats:
+class _LLMUse:
+    """Calls, cache hits and tokens: what every counter of LLM use here counts."""
+
     calls: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    sent_tokens: int = 0  # tokens of the questions the backend answered in this run (cache misses)
-    exact_calls: int = 0
 
     def add(self, r: Reply) -> None:
         self.calls += 1
         self.cache_hits += int(r.cached)
         self.prompt_tokens += r.prompt_tokens
         self.completion_tokens += r.completion_tokens
+
+
+@dataclass
+class ClientStats(_LLMUse):
+    sent_tokens: int = 0  # tokens of the questions the backend answered in this run (cache misses)
+    exact_calls: int = 0
+
+    def add(self, r: Reply) -> None:
+        super().add(r)
         self.exact_calls += int(r.exact)
         if not r.cached:
             self.sent_tokens += r.tokens
@@ -263,21 +272,11 @@ class LLMClient:
 
 
 @dataclass
-class EpisodeLLMStats:
+class EpisodeLLMStats(_LLMUse):
     """LLM use of one episode (the per-episode counter of the baselines)."""
 
-    calls: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     parse_errors: int = 0
     invalid_choices: int = 0
-
-    def add(self, r: Reply) -> None:
-        self.calls += 1
-        self.cache_hits += int(r.cached)
-        self.prompt_tokens += r.prompt_tokens
-        self.completion_tokens += r.completion_tokens
 
     @property
     def tokens(self) -> int:

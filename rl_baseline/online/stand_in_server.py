@@ -60,30 +60,39 @@ def answer(prompt: str, mode: str) -> str:
     return f"<knowledge> NetHack. </knowledge>\n<analysis> A message. </analysis>\n<label> {label} </label>"
 
 
+class JSONRequestHandler(BaseHTTPRequestHandler):
+    """Quiet JSON replies and the OpenAI model list (``GET .../models`` names ``served_model``): the part
+    every chat server here shares (this stand-in, the tests' scripted servers)."""
+
+    served_model = ""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _send(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test): nothing to do
+            pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(200, {"object": "list", "data": [{"id": self.served_model, "object": "model"}]})
+        else:
+            self._send(404, {"error": "not found"})
+
+
 def serve(port: int, model: str, mode: str, delay: float = 0.0, log: str | None = None) -> None:
     """Serves until the process ends."""
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _send(self, status: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-        def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/models"):
-                self._send(200, {"object": "list", "data": [{"id": model, "object": "model"}]})
-            else:
-                self._send(404, {"error": "not found"})
+    class Handler(JSONRequestHandler):
+        served_model = model
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
