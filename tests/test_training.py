@@ -340,6 +340,33 @@ def test_motif_env_and_model_run_one_step_in_process():
     env.close()
 
 
+def test_each_training_run_plays_its_own_games():
+    """sample-factory seeds every environment's first reset with its index alone, the same in every run:
+    the training environments mix in the run's --seed, so runs with another seed meet other games and a
+    rerun with the same seed the same ones (live games, built as sample-factory builds them)."""
+    from sample_factory.envs.create_env import create_env
+
+    from rl_baseline.sf.cfg import parse_cfg
+    from rl_baseline.sf.env import register_envs
+
+    register_envs()
+
+    def first_game(seed: str, env_index: int = 0) -> bytes:
+        cfg = parse_cfg(["--env", "nle_fixed_eat_action", "--llm_reward", "0", "--extrinsic_reward", "0.1",
+                         "--max_episode_steps", "20", "--device", "cpu", "--seed", seed])
+        env = create_env(cfg.env, cfg=cfg, env_config=None)
+        try:
+            env.reset(seed=env_index)  # what sample-factory's rollout worker does
+            game = env.unwrapped.current_observation()
+            return game["tty_chars"].tobytes() + game["blstats"].tobytes()
+        finally:
+            env.close()
+
+    assert first_game("2") == first_game("2")
+    assert first_game("2") != first_game("3")
+    assert first_game("2", 0) != first_game("2", 1)
+
+
 # The two commands of the original release's README, character for character (including its
 # lines without a trailing backslash: they are read here as one command line).
 RELEASE_EVAL_COMMAND = """python -m scripts.main --algo APPO --num_workers 24 --num_envs_per_worker 20 \\

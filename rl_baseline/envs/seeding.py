@@ -21,6 +21,17 @@ def game_seeds(seed: int) -> tuple[int, int]:
     return core, disp
 
 
+#: training games are drawn from seeds far above the evaluation's (``seed * 100_003 + k``)
+_TRAINING_SEEDS = 1 << 40
+
+
+def training_game_seed(run_seed: int, env_index: int) -> int:
+    """The game seed of a training environment's first reset. sample-factory seeds that reset with
+    the environment's index alone, the same in every run; mixed with the run's seed, each run plays
+    its own games (later games run on from there)."""
+    return _TRAINING_SEEDS + int(run_seed) * 1_000_003 + int(env_index)
+
+
 def seed_game(nle_env: Any, seed: int) -> None:
     """The next ``reset`` of ``nle_env`` (an ``nle.env.NLE``) starts the game of ``seed``."""
     core, disp = game_seeds(seed)

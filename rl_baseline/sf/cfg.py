@@ -856,6 +856,9 @@ class SkillEnvConfig:
     embedding_threshold: float = 0.0
     task_reward: Optional[str] = None
     task_reward_bonus: float = 50.0
+    # training only (rl_baseline.sf.env.make_sf_env): the run's seed, mixed into sample-factory's
+    # reset(seed=env index) so each run plays its own games (rl_baseline.envs.seeding.training_game_seed)
+    training_seed: Optional[int] = None
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "SkillEnvConfig":

@@ -26,8 +26,10 @@ reward model reads it.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
+import random
 from typing import Any, Optional
 
 import gymnasium as gym
@@ -222,12 +224,14 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
         factory = functools.partial(load, config.task, config.code_seed, config.meta_policy_root)
     else:
         factory = SingleSkillPolicy
-    return SkillRuntime(env, factory, reward, num_skills=config.num_skills)
+    return SkillRuntime(env, factory, reward, num_skills=config.num_skills, training_seed=config.training_seed)
 
 
 def make_sf_env(full_env_name: str, cfg: Any, env_config: Any = None, render_mode: Optional[str] = None) -> gym.Env:
-    """sample-factory's env factory signature."""
-    config = SkillEnvConfig.from_cfg(cfg)
+    """sample-factory's env factory signature: the environments of training."""
+    # without --seed a run draws its own, so runs still differ (sample-factory's seeds are env indices)
+    run_seed = cfg.seed if cfg.seed is not None else random.SystemRandom().randrange(1 << 31)
+    config = dataclasses.replace(SkillEnvConfig.from_cfg(cfg), training_seed=int(run_seed))
     return build_skill_env(config)
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from common.nethack import blstats as B
 from common.nethack.messages import message_bytes
 from common.vocabulary import NUM_SKILLS, SKILLS
+from rl_baseline.envs.seeding import training_game_seed
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SkillMeasures
 from rlaif.reward_model import clip_depth_change
@@ -230,8 +231,12 @@ class SkillRuntime(gym.Wrapper):
         num_skills: int = NUM_SKILLS,
         observation_fn: Optional[ObservationFn] = None,
         observation_space: Optional[gym.spaces.Space] = None,
+        training_seed: Optional[int] = None,
     ) -> None:
         super().__init__(env)
+        # sample-factory's training run (its --seed): reset(seed=env index) plays that run's own game
+        # (rl_baseline.envs.seeding.training_game_seed); None outside training, where seeds are the games'
+        self.training_seed = training_seed
         if not 1 <= num_skills <= NUM_SKILLS:
             raise ValueError(f"num_skills must be in [1, {NUM_SKILLS}], got {num_skills}")
         self.num_skills = num_skills
@@ -321,6 +326,8 @@ class SkillRuntime(gym.Wrapper):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, **kwargs: Any):
+        if self.training_seed is not None and kwargs.get("seed") is not None:
+            kwargs["seed"] = training_game_seed(self.training_seed, kwargs["seed"])
         obs, info = self.env.reset(**kwargs)
         if self.meta_policy is None:
             self.meta_policy = self._meta_factory()
