@@ -21,7 +21,13 @@ def game_seeds(seed: int) -> tuple[int, int]:
     return core, disp
 
 
-#: training games are drawn from seeds far above the evaluation's (``seed * 100_003 + k``)
+def evaluation_game_seed(seed: int, episode: int) -> int:
+    """The game of an evaluation's episode ``episode`` (0, 1, ...) under ``--seed seed``: every policy
+    evaluated with the same seed meets the same games."""
+    return int(seed) * 100_003 + int(episode)
+
+
+#: training games are drawn from seeds far above the evaluation's (:func:`evaluation_game_seed`)
 _TRAINING_SEEDS = 1 << 40
 
 

@@ -52,6 +52,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
+from rl_baseline.envs.seeding import evaluation_game_seed
 from rl_baseline.sf.cfg import SkillEnvConfig, require_resolved
 
 logger = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ def run_evaluation(
 
     obs: list[Any] = []
     for i, env in enumerate(envs):
-        o, info = env.reset(seed=int(seed) * 100_003 + i)
+        o, info = env.reset(seed=evaluation_game_seed(seed, i))
         start(i, info)
         obs.append(o)
     lengths = np.zeros(n, dtype=np.int64)
@@ -217,7 +218,7 @@ def run_evaluation(
                 lengths[i] = 0
                 policy.episode_ended(i)
                 if target is None or started < target:
-                    o, info = env.reset(seed=int(seed) * 100_003 + started)
+                    o, info = env.reset(seed=evaluation_game_seed(seed, started))
                     started += 1
                     start(i, info)
                 else:

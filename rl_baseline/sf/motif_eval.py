@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
 from common.nethack import blstats as B
+from rl_baseline.envs.seeding import evaluation_game_seed
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, evaluates_root_env, require_resolved
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def run_root_episodes(envs: Sequence[Any], policy: Any, protocol: str = "release
     obs: list[Any] = []
     depth = np.ones(n, dtype=np.int64)
     for i, env in enumerate(envs):
-        o, info = env.reset(seed=int(seed) * 100_003 + i)
+        o, info = env.reset(seed=evaluation_game_seed(seed, i))
         obs.append(o)
         depth[i] = int(info.get("depth", 1))
     lengths = np.zeros(n, dtype=np.int64)
@@ -113,7 +114,7 @@ def run_root_episodes(envs: Sequence[Any], policy: Any, protocol: str = "release
                 policy.episode_ended(i)
                 lengths[i], task_ret[i], intr_ret[i], reached[i], score[i] = 0, 0.0, 0.0, False, 0
                 if target is None or started < target:
-                    o, info = env.reset(seed=int(seed) * 100_003 + started)
+                    o, info = env.reset(seed=evaluation_game_seed(seed, started))
                     started += 1
                     depth[i] = int(info.get("depth", 1))
                 else:

@@ -26,6 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
+from rl_baseline.envs.seeding import evaluation_game_seed
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, forced_skill, require_resolved
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
 
@@ -167,7 +168,7 @@ def run_skill_episodes(envs: Sequence[Any], policy: Any, skill: str, episodes: i
     n = len(envs)
     obs, start_depths = [], []
     for i, env in enumerate(envs):
-        o, info = env.reset(seed=int(seed) * 100_003 + i)
+        o, info = env.reset(seed=evaluation_game_seed(seed, i))
         if env.skill != skill:
             raise ValueError(f"env {i} runs skill {env.skill}, expected {skill}")
         obs.append(o)
@@ -198,7 +199,7 @@ def run_skill_episodes(envs: Sequence[Any], policy: Any, skill: str, episodes: i
                 lengths[i] = 0
                 policy.episode_ended(i)
                 if started < episodes:
-                    o, info = env.reset(seed=int(seed) * 100_003 + started)
+                    o, info = env.reset(seed=evaluation_game_seed(seed, started))
                     started += 1
                     start_depths[i] = int(info.get("depth", 1))
                 else:
