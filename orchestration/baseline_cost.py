@@ -177,30 +177,49 @@ def _gpus_of(command: str) -> int:
     return 1 if re.search(r"--device[ =](gpu|cuda)\b", command) else 0
 
 
+def _own_phase_records(out_dir: str | Path) -> Optional[list[tuple[float, str]]]:
+    """(seconds, command) of every MaestroMotif phase marker (``.pipeline/*.json`` outside ``baselines/``);
+    None when ``out_dir`` holds no pipeline markers. Unreadable markers are skipped with a warning."""
+    state = Path(out_dir) / STATE_DIR
+    markers = sorted(p for p in state.glob("*.json") if not p.name.startswith("baselines__")) if state.is_dir() else []
+    if not markers:
+        return None
+    records = []
+    for marker in markers:
+        try:
+            record = json.loads(marker.read_text())
+            records.append((float(record.get("seconds", 0.0)), str(record.get("command", ""))))
+        except (OSError, ValueError, TypeError, AttributeError):
+            logger.warning("%s: unreadable phase marker, not counted", marker)
+    return records
+
+
+def _is_stand_in_annotation(command: str) -> bool:
+    return "scripts.annotate_pairs" in command and "--backend heuristic" in command
+
+
+def stand_in_annotated(out_dir: str | Path) -> bool:
+    """Whether a pipeline run's skills were annotated by the heuristic stand-in (its phase markers say so)."""
+    return any(_is_stand_in_annotation(command) for _, command in _own_phase_records(out_dir) or ())
+
+
 def pipeline_cost(out_dir: str | Path) -> Optional[dict]:
     """MaestroMotif's own cost in a pipeline run, measured as the baselines' is: wall-clock hours of its
     phases (every ``.pipeline/*.json`` marker outside ``baselines/``) by device, the env steps of its skill
     training, and the tokens of its annotation logs (None when the heuristic stand-in annotated). None when
     ``out_dir`` holds no pipeline markers."""
-    state = Path(out_dir) / STATE_DIR
-    markers = sorted(p for p in state.glob("*.json") if not p.name.startswith("baselines__")) if state.is_dir() else []
-    if not markers:
+    records = _own_phase_records(out_dir)
+    if records is None:
         return None
     cpu = gpu = 0.0
     stand_in = False
-    for marker in markers:
-        try:
-            record = json.loads(marker.read_text())
-            seconds, command = float(record.get("seconds", 0.0)), str(record.get("command", ""))
-        except (OSError, ValueError, TypeError, AttributeError):
-            logger.warning("%s: unreadable phase marker, not counted", marker)
-            continue
+    for seconds, command in records:
         gpus = _gpus_of(command)
         if gpus:
             gpu += seconds * gpus / 3600.0
         else:
             cpu += seconds / 3600.0
-        stand_in |= "scripts.annotate_pairs" in command and "--backend heuristic" in command
+        stand_in |= _is_stand_in_annotation(command)
     steps = sum(env_steps_under(d) for d in sorted(Path(out_dir).glob("*skill_policy*")) if d.is_dir())
     chars = 0 if stand_in else logged_llm_chars(Path(out_dir))
     return {

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from common.vocabulary import EVAL_TASKS, TASK_MEASURE
-from orchestration.baseline_cost import pipeline_cost
+from orchestration.baseline_cost import stand_in_annotated
 from orchestration.paper_results import NOT_COMPARABLE_NOTE, PAPER_RESULTS, format_value
 
 from .shared import (
@@ -103,8 +103,7 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
 
     Unreadable files are skipped with a warning."""
     out: list[EvalResult] = []
-    own = pipeline_cost(root) if Path(root).is_dir() else None
-    stand_in = bool(own and own.get("stand_in"))  # this run's skills were annotated by the stand-in
+    stand_in = Path(root).is_dir() and stand_in_annotated(root)  # this run's skills: the stand-in labelled them
     for path in find_inputs(root, "eval/*_seed*.json"):
         try:
             result = load_eval_result(path)
