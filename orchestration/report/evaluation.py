@@ -103,6 +103,7 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
 
     Unreadable files are skipped with a warning."""
     out: list[EvalResult] = []
+    costs: dict[Path, Optional[dict]] = {}  # each baseline's cost.json, by folder
     stand_in = Path(root).is_dir() and stand_in_annotated(root)  # this run's skills: the stand-in labelled them
     for path in find_inputs(root, "eval/*_seed*.json"):
         try:
@@ -112,7 +113,7 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
             continue
         name = baseline_of(path, root)
         if name is not None:
-            _as_baseline(result, name, Path(root), path)
+            _as_baseline(result, name, Path(root), path, costs)
         elif not result.label and stand_in:
             result.label = STAND_IN_ANNOTATOR
         out.append(result)
@@ -121,12 +122,14 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
     return out
 
 
-def _as_baseline(result: EvalResult, name: str, root: Path, path: Path) -> None:
+def _as_baseline(result: EvalResult, name: str, root: Path, path: Path, costs: dict) -> None:
     """A result under ``baselines/{name}/``: its method, the label of the baseline's ``cost.json`` (which
     says when a stand-in played the LLM), and the run it belongs to when the baseline has several."""
     result.method = name
     base = baseline_folder(path, root)
-    cost = read_cost(base / COST_FILE) if base is not None else None
+    if base is not None and base not in costs:  # read once per baseline (a warning once if unreadable)
+        costs[base] = read_cost(base / COST_FILE)
+    cost = costs.get(base) if base is not None else None
     if cost is not None and cost.get("label"):
         result.label = str(cost["label"])
     # the folders between baselines/{name}/ and eval/ that are not the task's own or the plan's
