@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.fixtures import machine_description
 
 
 def _measure(env, steps: int, seed: int) -> float:
@@ -87,7 +87,7 @@ def main() -> None:
             for env in envs.values():
                 env.close()
     raw, monk, skill = (float(np.median(v)) for v in rates.values())
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    machine = machine_description()
     print(f"machine: {machine}; {args.steps} random steps x {args.repeats} repeats (medians)")
     print(f"raw NLE NetHackScore-v0:   {raw:9.0f} steps/s")
     print(f"NetHackScoreMonk-v1:       {monk:9.0f} steps/s   ({monk / raw:.2f} x raw)")

@@ -7,6 +7,9 @@ thresholds and caches, without a collection or annotation phase.
 """
 from __future__ import annotations
 
+import os
+import platform
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -60,3 +63,15 @@ def build_tiny_reward_dirs(root: Path, pairs: int = 96, seed: int = 0) -> list[s
         ))
         dirs.append(str(train_dir / experiment))
     return dirs
+
+
+def machine_description() -> str:
+    """The machine a benchmark ran on, as the benchmarks print it."""
+    return f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a local server)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

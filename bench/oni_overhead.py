@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,16 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.fixtures import free_port, machine_description
 from bench.train_throughput import FPS_RE
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "stand-in"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(kind: str, port: int, args: argparse.Namespace, workdir: Path, label: str) -> tuple[float, int]:
@@ -71,7 +63,7 @@ def main() -> None:
     args = p.parse_args()
     if args.steps < 5000 or args.repeats < 1:
         p.error("--steps must be at least 5000 and --repeats at least 1")
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "scripts.serve_stand_in_llm", "--port", str(port), "--model", MODEL],
                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rates: dict[str, list[float]] = {"none": [], "online_cls": []}
@@ -89,7 +81,7 @@ def main() -> None:
         server.kill()
         server.wait()
     none, online = (float(np.median(rates[k])) for k in ("none", "online_cls"))
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    machine = machine_description()
     print(f"\nmachine: {machine}; {args.num_envs_per_worker} envs x 2 workers, batch 512, rollout 32, CPU")
     print("| reward | env steps/s (each run) | median |")
     print("|---|---|---|")

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import subprocess
 import sys
@@ -38,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from bench.fixtures import machine_description
 
 REPO = Path(__file__).resolve().parents[1]
 FPS_RE = re.compile(r"Fps is \(10 sec: ([0-9.nan]+)")
@@ -221,7 +221,7 @@ def main() -> None:
                 subprocess.run(["git", "worktree", "remove", "--force", str(baseline_dir)], cwd=REPO,
                                capture_output=True)
 
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    machine = machine_description()
     envs = (f"{args.num_envs_per_worker} envs" if base_envs == args.num_envs_per_worker else
             f"{args.num_envs_per_worker} envs (baseline {base_envs})")
     print(f"\nmachine: {machine}; {envs} x 2 workers, batch 512, rollout 32, device {args.device}")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from typing import Iterator, Sequence
 
 import pytest
 
+from bench.fixtures import free_port
 from common.llm import Backend, Completion, Conversation
 from common.vocabulary import EVAL_TASKS, SKILLS
 from rl_baseline.llm_policy.client import LLMClient, LLMSettings, approx_conversation_tokens
@@ -28,12 +28,6 @@ MODEL = "stand-in"
 NAMES = ("more", "north", "east", "south", "west", "northeast", "southeast", "southwest", "northwest",
          "far_north", "far_east", "far_south", "far_west", "far_northeast", "far_southeast", "far_southwest",
          "far_northwest", "up", "down", "wait", "kick", "eat", "search", "cast", "enhance", "pray", "quaff", "drop")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

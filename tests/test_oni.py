@@ -4,7 +4,6 @@ killed), the environment-side rewards, the flags, and end-to-end training runs (
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 from nle import nethack
 from nle.env.tasks import TASK_ACTIONS
 
+from bench.fixtures import free_port
 from common.nethack.messages import encode_message
 from rl_baseline.envs import oni_env
 from rl_baseline.online.annotator import Annotator, AnnotatorConfig
@@ -25,12 +25,6 @@ from rl_baseline.online.store import JsonlTail, LabelStore, MessageSpool, read_s
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "stand-in"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
