@@ -12,7 +12,7 @@ from rl_baseline.collect.config import CollectConfig, CollectError, ExplorerConf
 from rl_baseline.collect.explorer import ExplorerPolicy, _LevelMemory
 from rl_baseline.collect.pathing import read_map, shortest_path
 from rl_baseline.collect.policies import RandomPolicy
-from rl_baseline.collect.rollouts import make_env, stats_from_blstats
+from rl_baseline.collect.rollouts import collect_dataset, make_env, stats_from_blstats
 from rlaif.dataset import HUNGER_NAMES, STAT_FIELDS, load_dataset
 from scripts.collect_dataset import main
 
@@ -289,3 +289,20 @@ def test_checkpoint_policy_collects_deterministically(tmp_path, capsys):
     capsys.readouterr()
     assert _run(tmp_path, "c", *args) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+@pytest.mark.game_calendar
+def test_level_change_samples_carry_the_level_change_message():
+    """A collected dataset's samples whose depth changed show what the game said on that step ("You descend
+    the stairs." / "You climb up the stairs."), not the empty line left after NetHack's --More-- (which
+    the count-based reward would score as the commonest message of all)."""
+    config = CollectConfig(skill="descender", num_pairs=150, policy_mix={"explorer": 1.0}, seed=3,
+                           max_episode_steps=1500, level_change_prob=1.0)
+    dataset = collect_dataset(config)
+    depth_before, depth_after = dataset.stats[:, 0, 0], dataset.stats[:, 1, 0]
+    changed = np.flatnonzero((depth_after != depth_before) & (depth_after > 0) & (depth_before > 0))
+    assert len(changed) >= 2
+    for i in changed:
+        text = bytes(dataset.messages[i, 1]).rstrip(b"\0").decode()
+        word = "descend" if depth_after[i] > depth_before[i] else "climb up"
+        assert f"You {word} the stairs" in text, (i, text)

@@ -121,7 +121,7 @@ def test_reset_info_and_character(env):
 def test_options_file_is_valid_and_bad_lines_are_refused(tmp_path):
     lines = read_options_file()
     assert any(line.startswith("MSGTYPE=hide") for line in lines)
-    assert any("pickup_types:$?!/%" in line for line in lines)
+    assert any("pickup_types:$/%?!" in line for line in lines)
     bad = tmp_path / "rc"
     bad.write_text("OPTION=color\n")
     with pytest.raises(OptionsFileError, match="rc:1"):

@@ -36,3 +36,20 @@ def encode_message(text: str | bytes) -> np.ndarray:
     raw = raw[:MESSAGE_LEN]
     out[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
     return out
+
+
+#: Messages that survive the ``--More--`` that follows them: a level change ("You descend the
+#: stairs.", "You climb up the stairs") or a freeze ("You are frozen") is followed by a
+#: ``--More--`` whose dismissal leaves the top line empty or showing the next message, so the
+#: step's observation would lose the one message that says what happened. As in the authors'
+#: release, the message shown before the ``--More--`` becomes the step's message.
+KEPT_OVER_MORE: tuple[bytes, ...] = (b"You descend the stairs.", b"You climb up the stairs", b"You are frozen")
+
+
+def kept_over_more(message: np.ndarray | bytes, kept: tuple[bytes, ...] = KEPT_OVER_MORE) -> bool:
+    """Whether a message on screen at a ``--More--`` must stay the step's message once it is dismissed.
+
+    ``kept``: the messages that do (the MaestroMotif release's three by default; Motif's and ONI's
+    releases keep the descent message alone)."""
+    raw = message.tobytes() if isinstance(message, np.ndarray) else bytes(message)
+    return any(k in raw for k in kept)

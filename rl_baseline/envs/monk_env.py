@@ -48,7 +48,7 @@ from nle.env.tasks import NetHackScore
 
 from common.nethack import actions as A
 from common.nethack import blstats as B
-from common.nethack.messages import decode_message
+from common.nethack.messages import KEPT_OVER_MORE, decode_message, kept_over_more
 from rl_baseline.envs.options import nle_options
 from rl_baseline.envs.overview import parse_overview, read_overview
 from rl_baseline.envs.seeding import seed_game
@@ -146,6 +146,7 @@ class NetHackScoreMonk(NetHackScore):
         final_death: bool = False,
         observation_keys: tuple[str, ...] = OBSERVATION_KEYS,
         read_overview_on_level_change: bool = True,
+        kept_over_more: tuple[bytes, ...] = KEPT_OVER_MORE,
         **kwargs: Any,
     ) -> None:
         check_character(character)
@@ -164,6 +165,7 @@ class NetHackScoreMonk(NetHackScore):
         # with final_death the answer is yes, so a wizard-mode game ends at death as a normal one
         self._final_death = bool(final_death)
         self._read_overview = read_overview_on_level_change
+        self._kept_over_more = tuple(kept_over_more)
         super().__init__(
             *args,
             character=character,
@@ -227,27 +229,42 @@ class NetHackScoreMonk(NetHackScore):
         return self._last_message_text if raw == self._last_message_bytes else decode_message(raw)
 
     def _perform_known_steps(self, observation, done, exceptions=True):
-        """Dismiss --More-- and text prompts; decline questions the agent does not answer."""
+        """Dismiss --More-- and text prompts; decline questions the agent does not answer.
+
+        A level change or a freeze message shown at a ``--More--`` stays the observation's message
+        once the ``--More--`` is dismissed (:func:`common.nethack.messages.kept_over_more`), as in
+        the authors' release: without it the step that went down a level shows an empty message."""
+        kept = None  # the message array to show instead of the one on screen, if any
         for _ in range(64):  # a handful suffices; the bound only guards against a stuck loop
             if done:
                 break
             internal = observation[self._internal_index]
             if internal[3]:  # waiting for --More--
+                message = observation[self._message_index]
+                # as the release: the message at this --More-- is kept if it is one of those, and
+                # whatever a later key shows replaces it otherwise
+                kept = message.copy() if kept_over_more(message, self._kept_over_more) else None
                 observation, done = self._press(A.SPACE)
                 continue
             if internal[2]:  # a line of text is asked for: never
+                kept = None
                 observation, done = self._press(A.ESC)
                 continue
             if internal[1]:  # a one-character question
                 message = bytes(observation[self._message_index])
                 if exceptions and any(q in message for q in AGENT_QUESTIONS):
+                    kept = None  # the question stays on screen for the agent to answer
                     break
+                kept = None
                 if self._final_death and WIZARD_DIE_QUESTION in message:
                     observation, done = self._press(ord("y"))
                     continue
                 observation, done = self._press(A.ESC)
                 continue
             break
+        if kept is not None and not done:
+            observation = (
+                *observation[: self._message_index], kept, *observation[self._message_index + 1:])
         return observation, done
 
     def _in_question(self, observation: tuple) -> bool:

@@ -35,7 +35,7 @@ from nle.env import base as nle_base
 from nle.env.tasks import TASK_ACTIONS, NetHackScore, NetHackStaircase
 
 from common.nethack import blstats as B
-from common.nethack.messages import decode_message
+from common.nethack.messages import decode_message, kept_over_more
 from rl_baseline.envs.seeding import seed_game
 
 #: ONI's action set: NLE's task actions, then cast, quaff, pray, pick up and pay.
@@ -55,7 +55,9 @@ _FIRST = ord("a")
 _ENHANCE = 0x80 | ord("e")  # M-e, #enhance
 _ITEM_PROMPTS = (b"What do you want to eat", b"What do you want to drink")
 _LETTERS = re.compile(rb"\[([a-zA-Z$]+)")
-_DESCEND = b"You descend the stairs"
+#: ONI's release keeps the descent message alone over a --More-- (MaestroMotif's also the climb and
+#: freeze messages: common.nethack.messages.KEPT_OVER_MORE)
+ONI_KEPT_OVER_MORE = (b"You descend the stairs.",)
 _CONFIDENT = b"You feel more confident in"
 _KILL = re.compile(r"you kill ", re.IGNORECASE)
 OBSERVATION_KEYS = (
@@ -110,14 +112,17 @@ class _ExtendedActions:
             internal = observation[self._internal_index]
             if internal[3]:  # --More--
                 message = observation[self._message_index]
-                if _DESCEND in message.tobytes():
-                    kept = message.copy()
+                # the message at this --More-- is kept if it is ONI's one, and replaced by whatever a
+                # later key shows otherwise (as the release's loop does)
+                kept = message.copy() if kept_over_more(message, ONI_KEPT_OVER_MORE) else None
                 observation, done = self._press(_SPACE)
                 continue
             if internal[2]:  # a line of text is asked for: never
+                kept = None  # a question or a text prompt replaces the message on screen
                 observation, done = self._press(_ESC)
                 continue
             if internal[1]:  # a one-character question
+                kept = None
                 message = bytes(observation[self._message_index])
                 if exceptions and any(q in message for q in ONI_SKIP_EXCEPTIONS):
                     break

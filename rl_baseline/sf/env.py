@@ -22,7 +22,8 @@ Success episodes end there (the non-continual tasks), and every step's ``info["t
 is 1.0 once the task was reached (Score: the in-game score), which sample-factory logs per episode
 as ``true_objective``: Motif's success statistic. As Motif's environment does, a "You descend the
 stairs." shown during a step (behind a --More--) stays in that step's observed message, so the
-reward model reads it.
+reward model reads it: the Monk environment keeps it
+(:data:`common.nethack.messages.KEPT_OVER_MORE`).
 """
 from __future__ import annotations
 
@@ -36,7 +37,6 @@ import gymnasium as gym
 import numpy as np
 
 from common.nethack import blstats as B
-from common.nethack.messages import encode_message
 from rl_baseline.sf.cfg import MOTIF_ENV, SKILL_ENV, SkillEnvConfig
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, build_intrinsic_reward
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
@@ -108,23 +108,8 @@ class MotifTaskReward(gym.Wrapper):
             return not (int(obs["blstats"][B.BL_CONDITION]) & nethack.BL_MASK_HALLU)
         return True
 
-    @staticmethod
-    def _keep_descent_message(obs: dict, info: dict) -> dict:
-        """The step's observation with "You descend the stairs." as its message when the game showed it
-        during the step and the message on screen is another (Motif's environment keeps it too)."""
-        messages = info.get("messages") or ()
-        if DESCEND_MESSAGE not in messages or not isinstance(obs, dict) or "message" not in obs:
-            return obs
-        current = bytes(np.asarray(obs["message"], dtype=np.uint8)).split(b"\0", 1)[0]
-        if DESCEND_MESSAGE.encode() in current:
-            return obs
-        obs = dict(obs)  # NLE reuses its arrays: never write into them
-        obs["message"] = encode_message(DESCEND_MESSAGE)
-        return obs
-
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        obs = self._keep_descent_message(obs, info)
         if self.task == "Score":
             info["true_objective"] = float(obs["blstats"][B.BL_SCORE])
             return obs, reward, terminated, truncated, info
@@ -204,6 +189,10 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
             beta=config.beta, llm_coef=config.llm_reward,
             extrinsic_coef=config.extrinsic_reward * config.game_reward_scale, msg_max_keys=config.msg_max_keys,
         )
+    elif config.skill_reward == "progress":
+        # the diagnostic reward: no model; --llm_reward weighs each skill's progress measure (SkillRuntime)
+        reward = IntrinsicReward([], [], config.beta, config.llm_reward,
+                                 config.extrinsic_reward * config.game_reward_scale, msg_max_keys=config.msg_max_keys)
     else:
         reward = build_intrinsic_reward(
             config.reward_dirs, config.quantiles, config.beta, config.llm_reward,
@@ -224,7 +213,8 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
         factory = functools.partial(load, config.task, config.code_seed, config.meta_policy_root)
     else:
         factory = SingleSkillPolicy
-    return SkillRuntime(env, factory, reward, num_skills=config.num_skills, training_seed=config.training_seed)
+    return SkillRuntime(env, factory, reward, num_skills=config.num_skills, training_seed=config.training_seed,
+                        reward_timing=config.reward_timing, skill_reward=config.skill_reward)
 
 
 def make_sf_env(full_env_name: str, cfg: Any, env_config: Any = None, render_mode: Optional[str] = None) -> gym.Env:

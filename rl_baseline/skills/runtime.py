@@ -8,7 +8,10 @@ At every reset the meta-policy module is (re)set; at every step the wrapper
 * asks the meta-policy whether the active skill terminates and, if so, which skill
   comes next,
 * replaces the game reward by the shaped reward of :mod:`rl_baseline.skills.intrinsic_reward`
-  for the skill that was active during the step,
+  (``reward_timing``: by default, as the release's learner, the observation the step's action
+  was chosen on, scored by the model of the skill that observation carries; ``after_action``
+  scores the observation the action led to with the skill that acted), or, as a diagnostic,
+  each skill's own progress measure (``skill_reward="progress"``, :data:`PROGRESS_MEASURE`),
 * returns the model observation (NLE observation + skill one-hot and id),
 * counts per-skill statistics and hands them to sample-factory in
   ``info["episode_extra_stats"]`` when the episode ends (they reach tensorboard under
@@ -28,8 +31,9 @@ from common.nethack import blstats as B
 from common.nethack.messages import message_bytes
 from common.vocabulary import NUM_SKILLS, SKILLS
 from rl_baseline.envs.seeding import training_game_seed
+from rl_baseline.skills import REWARD_TIMINGS, SKILL_REWARDS
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward
-from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SkillMeasures
+from rl_baseline.tasks.skill_measures import MAIN_MEASURE, PROGRESS_MEASURE, SkillMeasures
 from rlaif.reward_model import clip_depth_change
 
 logger = logging.getLogger(__name__)
@@ -38,6 +42,7 @@ SPACE = ord(" ")
 NO_ITEM_CLASS = 18  # NLE's inv_oclasses value for an empty inventory slot
 
 ObservationFn = Callable[[dict, int, int], dict]
+
 
 
 #: Side of the initiation window and the hero's cell in it (row, column).
@@ -232,8 +237,19 @@ class SkillRuntime(gym.Wrapper):
         observation_fn: Optional[ObservationFn] = None,
         observation_space: Optional[gym.spaces.Space] = None,
         training_seed: Optional[int] = None,
+        reward_timing: str = "release",
+        skill_reward: str = "llm",
     ) -> None:
         super().__init__(env)
+        if reward_timing not in REWARD_TIMINGS:
+            raise ValueError(f"reward_timing must be one of {REWARD_TIMINGS}, got {reward_timing!r}")
+        if skill_reward not in SKILL_REWARDS:
+            raise ValueError(f"skill_reward must be one of {SKILL_REWARDS}, got {skill_reward!r}")
+        self.reward_timing = reward_timing
+        self.skill_reward = skill_reward
+        # release timing: (skill id, message bytes, depth change) of the observation the next action is
+        # chosen on, scored when that action's step comes back
+        self._scored_next: tuple[int, bytes, int] = (0, b"", 0)
         # sample-factory's training run (its --seed): reset(seed=env index) plays that run's own game
         # (rl_baseline.envs.seeding.training_game_seed); None outside training, where seeds are the games'
         self.training_seed = training_seed
@@ -359,6 +375,7 @@ class SkillRuntime(gym.Wrapper):
         self.stats.activations[self.skill_id] += 1
         if self._num_new_items(obs) > 0:
             self.stats.with_item[self.skill_id] += 1
+        self._scored_next = (self.skill_id, message_bytes(obs["message"]), 0)
         return self._observe(obs), self._annotate(info)
 
     def _count_events(self, obs: dict, info: dict, msg: bytes, depth: int, active: int) -> None:
@@ -372,16 +389,25 @@ class SkillRuntime(gym.Wrapper):
         obs, game_reward, terminated, truncated, info = self.env.step(action)
         active = self.skill_id
         depth = self._depth(obs, info)
-        msg_arr = obs["message"]
-        msg = message_bytes(msg_arr)  # read once per step
-        intrinsic = self.reward_fn.intrinsic(active, msg_arr, clip_depth_change(depth - self.skill_start_depth), msg)
+        msg = message_bytes(obs["message"])  # read once per step
+        depth_change = clip_depth_change(depth - self.skill_start_depth)
+        if self.skill_reward == "progress":
+            before = self.stats.measures.progress(self.skill_names[active])
+            self._count_events(obs, info, msg, depth, active)
+            intrinsic = self.stats.measures.progress(self.skill_names[active]) - before
+        else:
+            if self.reward_timing == "release":
+                scored_skill, scored_msg, scored_change = self._scored_next
+            else:
+                scored_skill, scored_msg, scored_change = active, msg, depth_change
+            intrinsic = self.reward_fn.intrinsic(scored_skill, obs["message"], scored_change, scored_msg)
+            self._count_events(obs, info, msg, depth, active)
         reward = self.reward_fn.combine(game_reward, intrinsic)
         st = self.stats
         st.time[active] += 1
         st.intrinsic[active] += intrinsic
         if intrinsic != 0.0:
             st.nonzero[active] += 1
-        self._count_events(obs, info, msg, depth, active)
         self.skill_steps += 1
         # the meta-policy contract counts skill time in game turns (steps when the env has no clock)
         self.skill_time = int(info["time"]) - self.skill_start_turn if "time" in info else self.skill_steps
@@ -396,6 +422,10 @@ class SkillRuntime(gym.Wrapper):
             if meta.should_terminate(self.skill, self.skill_time, depth, self.skill_start_depth, self.preconds):
                 nxt = meta.next_skill(self.skill, depth, self._branch(info), self.preconds[1], self.preconds[0])
                 self._start_skill(self._skill_index(nxt), depth, info, new_items)
+            # the observation the next action is chosen on: its message, its depth change since the start
+            # of the skill that was running when it came (the release computes it before a switch resets
+            # it), and the skill it carries (after a switch, the new one)
+            self._scored_next = (self.skill_id, msg, depth_change)
         else:
             st.meta_policy_errors = int(getattr(self.meta_policy, "num_errors", 0)) - self._errors_at_reset
             extra = info.get("episode_extra_stats") or {}

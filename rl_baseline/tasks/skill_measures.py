@@ -70,6 +70,10 @@ MAIN_MEASURE: dict[str, str] = {
     "worshipper": "buc_identified",
 }
 assert set(SKILL_MEASURES) == set(SKILLS) and all(MAIN_MEASURE[s] in SKILL_MEASURES[s] for s in SKILLS)
+#: the running count whose increase pays a skill under ``--skill_reward progress`` (a privileged diagnostic,
+#: not the method): map cells revealed for the discoverer (its main measure is a rate), the main measure
+#: otherwise (+1 per level descended, per level ascended, per item sold, per item whose BUC an altar showed)
+PROGRESS_MEASURE: dict[str, str] = {**MAIN_MEASURE, "discoverer": "cells_revealed"}
 
 ALTAR_CHAR, ALTAR_COLOUR = ord("_"), 7
 DOWN_STAIRS_CHAR, HERO_CHAR = ord(">"), ord("@")
@@ -211,6 +215,13 @@ class SkillMeasures:
                 c["altar_drops"] += 1
                 if buc_from_altar_message(msg) is not None:
                     c["buc_identified"] += 1
+
+    def progress(self, skill: str) -> float:
+        """The skill's :data:`PROGRESS_MEASURE` so far this episode (0 for a skill not tracked)."""
+        if skill == "discoverer":
+            return float(self.cells_revealed.get(skill, 0))
+        counts = self.counts.get(skill)
+        return float(counts[PROGRESS_MEASURE[skill]]) if counts is not None else 0.0
 
     @property
     def values(self) -> dict[str, dict[str, float]]:
