@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from common.vocabulary import NUM_SKILLS, SKILLS
+from rl_baseline.skills import REWARD_TIMINGS, SKILL_REWARDS
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +173,18 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                    help="message counts of the count-based division are kept for this many most recently seen "
                         "distinct messages (the release's default 20); a message pushed out starts again at "
                         "count 1; -1 counts over the whole episode")
+    g.add_argument("--skill_reward", type=str, default="llm", choices=SKILL_REWARDS,
+                   help="what pays the skills: llm (the method: each skill's reward model from --reward_dir) or "
+                        "progress (a privileged diagnostic and upper bound, not the method: each skill's own "
+                        "progress measure, map cells newly revealed for the discoverer, +1 per level descended "
+                        "for the descender, per level ascended for the ascender, per item whose curse status "
+                        "an altar showed for the worshipper, per item sold for the merchant; times --llm_reward; "
+                        "no reward model needed)")
+    g.add_argument("--skill_reward_timing", type=str, default="release", choices=REWARD_TIMINGS,
+                   help="which observation a step's skill reward scores: release (as the authors' learner: the "
+                        "observation the action was chosen on, by the model of the skill it carries, so an "
+                        "arrival message after a switch is scored by the new skill) or after_action (the "
+                        "observation the action led to, by the skill that acted)")
     g.add_argument("--eps_threshold_quantile", type=str, default=DEFAULT_QUANTILES,
                    help="per-skill quantile of the normalised reward below which the intrinsic reward is 0 "
                         "(list, or one value for every skill)")
@@ -467,8 +480,9 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
     from rl_baseline.sf.baseline_flags import derive_baseline_cfg
 
     derive_baseline_cfg(cfg)
-    if reward_type in ONLINE_REWARD_TYPES or reward_type in ("none", "embedding"):
-        cfg.reward_dirs, cfg.threshold_quantiles = [], []
+    if (reward_type in ONLINE_REWARD_TYPES or reward_type in ("none", "embedding")
+            or getattr(cfg, "skill_reward", "llm") == "progress"):
+        cfg.reward_dirs, cfg.threshold_quantiles = [], []  # progress: the skills' own measures, no model
         return cfg
     cfg.reward_dirs = parse_reward_dirs(cfg.reward_dir)
     cfg.threshold_quantiles = parse_quantiles(cfg.eps_threshold_quantile, cfg.num_skills)
@@ -596,6 +610,11 @@ def check_flags(cfg: argparse.Namespace) -> None:
         raise ConfigError(f"--root_env {cfg.root_env!r}: expected one of {', '.join(ROOT_ENVS)}")
     if not 1 <= cfg.num_skills <= NUM_SKILLS:
         raise ConfigError(f"--num_skills {cfg.num_skills}: must be between 1 and {NUM_SKILLS}")
+    if getattr(cfg, "skill_reward", "llm") == "progress" and (
+            cfg.env != SKILL_ENV or getattr(cfg, "llm_reward_type", None) not in (None, "motif")):
+        raise ConfigError(f"--skill_reward progress pays the skills of the skill environment ({SKILL_ENV}) their own "
+                          "measures; it does not combine with --env "
+                          f"{cfg.env} or --llm_reward_type {getattr(cfg, 'llm_reward_type', None)}")
     if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
         raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
     eval_skill = cfg.eval_skill
@@ -653,7 +672,8 @@ def check_files(cfg: Any) -> list[float]:
     check_skill_policies(cfg)
     if getattr(cfg, "llm_reward_type", None) == "embedding":
         check_embedding_model(cfg)
-    if getattr(cfg, "llm_reward_type", None) in ONLINE_REWARD_TYPES + ("none", "embedding"):
+    if (getattr(cfg, "llm_reward_type", None) in ONLINE_REWARD_TYPES + ("none", "embedding")
+            or getattr(cfg, "skill_reward", "llm") == "progress"):
         return thresholds  # no reward model on disk: the labels come online, there is no intrinsic reward, or
         # the reward is a sentence embedding's similarity
     if cfg.llm_reward != 0.0 or cfg.reward_dirs:
@@ -830,6 +850,8 @@ class SkillEnvConfig:
     quantiles: tuple[float, ...] = ()
     beta: float = 3.0
     msg_max_keys: int = 20
+    skill_reward: str = "llm"
+    reward_timing: str = "release"
     llm_reward: float = 0.1
     extrinsic_reward: float = 0.0
     game_reward_scale: float = 1.0
@@ -876,6 +898,8 @@ class SkillEnvConfig:
             quantiles=tuple(cfg.threshold_quantiles),
             beta=float(cfg.beta_count_exponent),
             msg_max_keys=int(cfg.msg_max_keys),
+            skill_reward=str(getattr(cfg, "skill_reward", "llm")),
+            reward_timing=str(getattr(cfg, "skill_reward_timing", "release")),
             llm_reward=float(cfg.llm_reward),
             extrinsic_reward=float(cfg.extrinsic_reward),
             game_reward_scale=float(getattr(cfg, "game_reward_scale", 1.0)),
