@@ -627,7 +627,7 @@ def test_skill_one_hot_reaches_the_network(trained):
     from sample_factory.model.model_utils import get_rnn_size
 
     from rl_baseline.models.obs import model_observation, model_observation_space
-    from rl_baseline.sf.cfg import resolve_cfg
+    from rl_baseline.sf.cfg import parse_cfg, resolve_cfg
     from rl_baseline.sf.env import make_base_env, register_envs
 
     tmp, base, _, proc = trained
@@ -728,7 +728,7 @@ def test_bad_reward_configuration_fails_before_workers(trained, case):
 
 
 def test_a_threshold_not_above_zero_is_a_warning_naming_the_reward_model(trained, tmp_path, caplog):
-    from rl_baseline.sf.cfg import resolve_cfg
+    from rl_baseline.sf.cfg import parse_cfg, resolve_cfg
 
     _, _, dirs, _ = trained
     bunched = tmp_path / "llama3_descender_default"
@@ -957,8 +957,31 @@ def test_release_learner_defaults_and_reward_scale_on_the_game_reward_only():
     assert parse_cfg(["--msg_max_keys", "-1"]).msg_max_keys == -1
 
 
+def test_progress_runs_need_no_reward_model_and_the_release_timing_is_the_default():
+    from rl_baseline.sf.cfg import SkillEnvConfig
+    from rl_baseline.sf.env import build_skill_env
+
+    from rl_baseline.sf.cfg import parse_cfg, resolve_cfg
+
+    cfg = resolve_cfg(["--skill_reward", "progress", "--reward_dir", "['missing']"], saved=False)
+    assert cfg.reward_dirs == [] and cfg.llm_reward == 0.1
+    config = SkillEnvConfig.from_cfg(cfg)
+    assert (config.skill_reward, config.reward_timing) == ("progress", "release")
+    env = build_skill_env(config)
+    try:
+        assert env.skill_reward == "progress" and env.reward_fn.llm_coef == pytest.approx(0.1)
+    finally:
+        env.close()
+    assert SkillEnvConfig.from_cfg(parse_cfg([])).reward_timing == "release"
+    assert SkillEnvConfig.from_cfg(parse_cfg(["--skill_reward_timing", "after_action"])).reward_timing == "after_action"
+
+
 @pytest.mark.parametrize("argv,flag", [(["--msg_max_keys", "-2"], "--msg_max_keys"),
-                                       (["--rnn_type", "transformer"], "--rnn_type")])
+                                       (["--rnn_type", "transformer"], "--rnn_type"),
+                                       (["--skill_reward", "oracle"], "--skill_reward"),
+                                       (["--skill_reward_timing", "later"], "--skill_reward_timing"),
+                                       (["--skill_reward", "progress", "--env", "nle_fixed_eat_action"],
+                                        "--skill_reward progress")])
 @pytest.mark.slow
 def test_bad_learner_flags_exit_with_the_flag_named(tmp_path, argv, flag):
     proc = run_main(argv + ["--train_dir", str(tmp_path), "--experiment", "bad", "--device", "cpu"], tmp_path,
