@@ -179,3 +179,6 @@ def test_a_reward_model_that_pays_for_descending_pays_on_a_live_descent(timing):
     assert down["depth"] == 2 and down["skill"] == "descender"
     paid = down["intrinsic_reward"] if timing == "after_action" else after["intrinsic_reward"]
     assert paid == pytest.approx(5.0)  # first sighting of the message: count 1
+    # the episode statistics the training curves show: one descent, paid 5
+    summary = env.stats.summary(env.skill_names, 0.0)
+    assert summary["skills/descents"] == 1.0 and summary["intrinsic/reward_per_descent"] == pytest.approx(5.0)

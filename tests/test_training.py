@@ -167,6 +167,8 @@ def test_release_timing_scores_the_observation_the_action_was_chosen_on_with_its
         5 * sold / 1,  # the sale, merchant
     ])
     stats = info["episode_extra_stats"]
+    assert stats["messages/empty_share"] == pytest.approx(3 / 7) and stats["messages/wall_share"] == 0.0
+    assert "intrinsic/reward_per_descent" not in stats  # no "You descend the stairs." in the script
     assert stats["intrinsic/merchant_return"] == pytest.approx(100.0 / 3 + 5 * sold)
     assert stats["intrinsic/descender_return"] == pytest.approx(newt + 2 * door)
 

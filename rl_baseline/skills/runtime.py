@@ -45,6 +45,10 @@ ObservationFn = Callable[[dict, int, int], dict]
 
 
 
+#: NetHack's messages for bumping into a wall (its mention_walls option, off in the release's options)
+WALL_MESSAGES = (b"It's a wall.", b"It's solid stone.")
+DESCENT_MESSAGE = b"You descend the stairs."
+
 #: Side of the initiation window and the hero's cell in it (row, column).
 WINDOW_SIZE = 7
 WINDOW_HERO = (4, 3)
@@ -185,6 +189,13 @@ class EpisodeSkillStats:
     switches: int = 0
     max_depth: int = 1
     meta_policy_errors: int = 0
+    # what the reward sees: steps whose observed message is empty or a wall message, and the skill reward
+    # paid for the observations that arrived one level deeper by a walk down the stairs (the descents)
+    empty_messages: int = 0
+    wall_messages: int = 0
+    descents: int = 0
+    descent_reward: float = 0.0
+    last_depth: int = 1
 
     def __post_init__(self) -> None:
         n = self.num_skills
@@ -204,7 +215,12 @@ class EpisodeSkillStats:
             "skills/meta_policy_errors": float(self.meta_policy_errors),
             "intrinsic/cache_hit_rate": float(cache_hit_rate),
             "intrinsic/episode_sum": float(self.intrinsic.sum()),
+            "messages/empty_share": self.empty_messages / total,
+            "messages/wall_share": self.wall_messages / total,
+            "skills/descents": float(self.descents),
         }
+        if self.descents:
+            out["intrinsic/reward_per_descent"] = self.descent_reward / self.descents
         values = self.measures.values
         for i, name in enumerate(names):
             out[f"skills/{name}_share"] = float(self.time[i]) / total
@@ -249,7 +265,7 @@ class SkillRuntime(gym.Wrapper):
         self.skill_reward = skill_reward
         # release timing: (skill id, message bytes, depth change) of the observation the next action is
         # chosen on, scored when that action's step comes back
-        self._scored_next: tuple[int, bytes, int] = (0, b"", 0)
+        self._scored_next: tuple[int, bytes, int, bool] = (0, b"", 0, False)
         # sample-factory's training run (its --seed): reset(seed=env index) plays that run's own game
         # (rl_baseline.envs.seeding.training_game_seed); None outside training, where seeds are the games'
         self.training_seed = training_seed
@@ -358,7 +374,7 @@ class SkillRuntime(gym.Wrapper):
         classes = obs["inv_oclasses"]
         self.start_letters[obs["inv_letters"][(classes != NO_ITEM_CLASS) & (classes != FOOD_CLASS)]] = True
         depth = self._depth(obs, info)
-        self.stats.max_depth = depth
+        self.stats.max_depth = self.stats.last_depth = depth
         self.stats.measures.reset(info, obs["chars"], obs["colors"])
         self.meta_policy.update_state(info)
         self.preconds = self._preconditions(obs, self._num_new_items(obs))
@@ -375,7 +391,7 @@ class SkillRuntime(gym.Wrapper):
         self.stats.activations[self.skill_id] += 1
         if self._num_new_items(obs) > 0:
             self.stats.with_item[self.skill_id] += 1
-        self._scored_next = (self.skill_id, message_bytes(obs["message"]), 0)
+        self._scored_next = (self.skill_id, message_bytes(obs["message"]), 0, False)
         return self._observe(obs), self._annotate(info)
 
     def _count_events(self, obs: dict, info: dict, msg: bytes, depth: int, active: int) -> None:
@@ -391,19 +407,28 @@ class SkillRuntime(gym.Wrapper):
         depth = self._depth(obs, info)
         msg = message_bytes(obs["message"])  # read once per step
         depth_change = clip_depth_change(depth - self.skill_start_depth)
+        descended = DESCENT_MESSAGE in msg and depth > self.stats.last_depth
         if self.skill_reward == "progress":
             before = self.stats.measures.progress(self.skill_names[active])
             self._count_events(obs, info, msg, depth, active)
             intrinsic = self.stats.measures.progress(self.skill_names[active]) - before
+            scored_descent = descended
         else:
             if self.reward_timing == "release":
-                scored_skill, scored_msg, scored_change = self._scored_next
+                scored_skill, scored_msg, scored_change, scored_descent = self._scored_next
             else:
-                scored_skill, scored_msg, scored_change = active, msg, depth_change
+                scored_skill, scored_msg, scored_change, scored_descent = active, msg, depth_change, descended
             intrinsic = self.reward_fn.intrinsic(scored_skill, obs["message"], scored_change, scored_msg)
             self._count_events(obs, info, msg, depth, active)
         reward = self.reward_fn.combine(game_reward, intrinsic)
         st = self.stats
+        if depth > 0:
+            st.last_depth = depth
+        st.empty_messages += not msg
+        st.wall_messages += msg in WALL_MESSAGES
+        if scored_descent:
+            st.descents += 1
+            st.descent_reward += intrinsic
         st.time[active] += 1
         st.intrinsic[active] += intrinsic
         if intrinsic != 0.0:
@@ -425,7 +450,7 @@ class SkillRuntime(gym.Wrapper):
             # the observation the next action is chosen on: its message, its depth change since the start
             # of the skill that was running when it came (the release computes it before a switch resets
             # it), and the skill it carries (after a switch, the new one)
-            self._scored_next = (self.skill_id, msg, depth_change)
+            self._scored_next = (self.skill_id, msg, depth_change, descended)
         else:
             st.meta_policy_errors = int(getattr(self.meta_policy, "num_errors", 0)) - self._errors_at_reset
             extra = info.get("episode_extra_stats") or {}
