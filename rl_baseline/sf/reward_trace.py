@@ -1,0 +1,104 @@
+"""What the skills are paid on a seeded trace, under each reward timing (``--skill_reward_timing``).
+
+The same games (episode ``k`` plays the game of seed ``seed * 100003 + k``) and the same actions
+(uniformly random, prayer left out so that an angry god does not end every episode within a few
+hundred steps) are played through the skill environment of training once per timing: the
+exploration policy over skills picks the skills, the reward models of ``reward_dirs`` pay them.
+The timing changes no observation and no skill choice, only which observation a step's reward
+scores and with which skill's model, so the two runs differ in the rewards alone.
+
+Reported per timing: each skill's return per episode (the sum of its intrinsic rewards, before
+``--llm_reward``), the reward paid for the observations that arrived on a deeper level by the
+stairs, and the share of steps whose message is empty or a wall message.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from common.nethack.actions import ACTION_NAMES
+from common.vocabulary import SKILLS
+from rl_baseline.envs.seeding import evaluation_game_seed
+from rl_baseline.sf.cfg import SkillEnvConfig
+from rl_baseline.sf.env import build_skill_env
+from rl_baseline.skills import REWARD_TIMINGS
+
+logger = logging.getLogger(__name__)
+
+#: the actions of the trace: every action but prayer
+TRACE_ACTIONS = tuple(i for i, name in enumerate(ACTION_NAMES) if name != "pray")
+
+
+@dataclass
+class TraceResult:
+    """Sums over a trace's episodes under one timing."""
+
+    timing: str
+    episodes: int = 0
+    steps: int = 0
+    returns: dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in SKILLS})
+    descents: int = 0
+    descent_reward: float = 0.0
+    empty_share: float = 0.0
+    wall_share: float = 0.0
+
+    def as_dict(self) -> dict:
+        n = max(self.episodes, 1)
+        return {
+            "timing": self.timing, "episodes": self.episodes, "steps": self.steps,
+            "return_per_episode": {s: v / n for s, v in self.returns.items()},
+            "descents": self.descents,
+            "reward_per_descent": self.descent_reward / self.descents if self.descents else None,
+            "empty_message_share": self.empty_share / n, "wall_message_share": self.wall_share / n,
+        }
+
+
+def play_trace(config: SkillEnvConfig, episodes: int, seed: int, show_progress: bool = True) -> TraceResult:
+    """Plays ``episodes`` seeded episodes of random actions with ``config``'s skill environment."""
+    env = build_skill_env(config)
+    result = TraceResult(config.reward_timing)
+    try:
+        for k in tqdm(range(episodes), desc=f"trace ({config.reward_timing})", disable=not show_progress):
+            rng = np.random.default_rng([seed, k])
+            env.reset(seed=evaluation_game_seed(seed, k))
+            done, info = False, {}
+            while not done:
+                _, _, terminated, truncated, info = env.step(int(rng.choice(TRACE_ACTIONS)))
+                done = terminated or truncated
+                result.steps += 1
+            stats = info["episode_extra_stats"]
+            result.episodes += 1
+            for s in env.skill_names:
+                result.returns[s] += stats[f"intrinsic/{s}_return"]
+            result.descents += int(stats["skills/descents"])
+            result.descent_reward += stats.get("intrinsic/reward_per_descent", 0.0) * stats["skills/descents"]
+            result.empty_share += stats["messages/empty_share"]
+            result.wall_share += stats["messages/wall_share"]
+    finally:
+        env.close()
+    return result
+
+
+def compare_timings(config: SkillEnvConfig, episodes: int, seed: int, timings: Sequence[str] = REWARD_TIMINGS,
+                    show_progress: bool = True) -> list[TraceResult]:
+    """:func:`play_trace` once per timing, on the same games and actions."""
+    return [play_trace(dataclasses.replace(config, reward_timing=t), episodes, seed, show_progress) for t in timings]
+
+
+def markdown_table(results: Sequence[TraceResult], skills: Optional[Sequence[str]] = None) -> str:
+    skills = list(skills or SKILLS)
+    rows = [r.as_dict() for r in results]
+    head = "| timing | " + " | ".join(f"{s} return" for s in skills) + \
+           " | descents | reward per descent | empty messages | wall messages |"
+    lines = [head, "|" + "---|" * (len(skills) + 5)]
+    for d in rows:
+        per = d["reward_per_descent"]
+        lines.append(f"| {d['timing']} | " + " | ".join(f"{d['return_per_episode'][s]:.3g}" for s in skills)
+                     + f" | {d['descents']} | {'-' if per is None else f'{per:.3g}'} | "
+                       f"{d['empty_message_share']:.1%} | {d['wall_message_share']:.1%} |")
+    return "\n".join(lines)

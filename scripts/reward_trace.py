@@ -1,0 +1,80 @@
+"""Each skill's return on a seeded trace under both reward timings (--skill_reward_timing).
+
+    python -m scripts.reward_trace \
+        --reward_dir "['train_dir/skill_rewards/llama3_discoverer_default', ..., 'train_dir/skill_rewards/llama3_merchant_default']" \
+        --episodes 20 --out train_dir/reward_trace
+
+Plays the same seeded games with the same random actions (no prayer) through the skill environment of
+training, once per timing, and prints a table: each skill's return per episode, the reward paid for the
+observations that arrived a level deeper by the stairs, and the share of steps whose message is empty or
+a wall message (rl_baseline/sf/reward_trace.py). With --out, writes reward_trace.{md,json} there.
+Exit status 2 on bad input (a missing reward directory, a quantile list of the wrong length).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Optional, Sequence
+
+from common.vocabulary import NUM_SKILLS
+
+logger = logging.getLogger("scripts.reward_trace")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from rl_baseline.sf.cfg import DEFAULT_QUANTILES
+
+    p = argparse.ArgumentParser(prog="python -m scripts.reward_trace", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reward_dir", required=True,
+                   help="the five reward model directories in skill order, as a list literal (as scripts.main)")
+    p.add_argument("--eps_threshold_quantile", default=DEFAULT_QUANTILES,
+                   help="per-skill threshold quantiles (as scripts.main)")
+    p.add_argument("--episodes", type=int, default=20, help="episodes per timing")
+    p.add_argument("--max_episode_steps", type=int, default=1000, help="episode step limit")
+    p.add_argument("--seed", type=int, default=0, help="seed of the games and the actions")
+    p.add_argument("--out", default=None, help="folder for reward_trace.md and reward_trace.json (default: print only)")
+    p.add_argument("--no_progress", action="store_true", help="no progress bars")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
+    args = build_parser().parse_args(argv)
+    from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, parse_quantiles, parse_reward_dirs
+    from rl_baseline.sf.reward_trace import compare_timings, markdown_table
+    from rl_baseline.skills.intrinsic_reward import RewardConfigError
+
+    if args.episodes < 1 or args.max_episode_steps < 1:
+        logger.error("--episodes and --max_episode_steps must be at least 1")
+        return 2
+    try:
+        dirs = parse_reward_dirs(args.reward_dir)
+        quantiles = parse_quantiles(args.eps_threshold_quantile, NUM_SKILLS)
+        missing = [d for d in dirs if not Path(d).is_dir()]
+        if len(dirs) != NUM_SKILLS or missing:
+            raise ConfigError(f"--reward_dir: {NUM_SKILLS} reward directories needed in skill order, got "
+                              f"{len(dirs)}" + (f"; not found: {', '.join(missing)}" if missing else ""))
+        config = SkillEnvConfig(max_episode_steps=args.max_episode_steps, reward_dirs=tuple(dirs),
+                                quantiles=tuple(quantiles))
+        results = compare_timings(config, args.episodes, args.seed, show_progress=not args.no_progress)
+    except (ConfigError, RewardConfigError) as exc:
+        logger.error("%s", exc)
+        return 2
+    table = markdown_table(results)
+    print(table)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "reward_trace.md").write_text(table + "\n")
+        (out / "reward_trace.json").write_text(json.dumps(
+            {"episodes": args.episodes, "seed": args.seed, "max_episode_steps": args.max_episode_steps,
+             "reward_dirs": dirs, "results": [r.as_dict() for r in results]}, indent=2))
+        logger.info("wrote %s", out / "reward_trace.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
