@@ -26,36 +26,40 @@ SYSTEM_PROMPT = (
     "when neither is better, and keep your reasoning brief."
 )
 
-# One sentence per skill: what the judge should prefer (written from the skill descriptions).
+# What the judge should prefer for each skill: the content and the strength of the release's goals
+# (its rlaif/prompts.py, goal_strings), written in this project's words. The one home of these
+# sentences: the Motif-layout prompts (rlaif.motif_prompts) read them from here.
 SKILL_PREFERENCES: dict[str, str] = {
     "discoverer": (
-        "Prefer the moment where the player explores the current dungeon level more thoroughly: "
-        "uncovering new parts of the level, fighting and defeating monsters, and picking up gold, "
-        "scrolls and other useful items. Moving to a different dungeon level, up or down, is bad "
-        "for this goal."
+        "Prefer the moment where the player is adventurous while staying on its current dungeon "
+        "level, for instance by fighting monsters or by finding gold pieces or scrolls, which it "
+        "must keep and never drop. Reject outright, without exception, any moment in which the "
+        "player moves to another dungeon level, whether up or down."
     ),
     "descender": (
-        "Prefer the moment where the player makes its way towards a down staircase and descends "
-        "to a deeper dungeon level. Staying on the same level or climbing up to a shallower one "
-        "is bad for this goal."
+        "Prefer the moment where the player makes progress by going down the dungeon, exploring "
+        "its way to deeper levels. Going deeper is urgent: strongly disfavour a player that stays "
+        "on the same level, and even more one that climbs to a shallower level."
     ),
     "ascender": (
-        "Prefer the moment where the player makes its way towards an up staircase and climbs to a "
-        "shallower dungeon level. Staying on the same level is bad for this goal."
+        "Prefer the moment where the player succeeds in climbing up to a shallower dungeon level: "
+        "going up is the only progress that counts. Strongly disfavour a player that stays on the "
+        "same dungeon level, no matter what it gains or avoids by staying."
     ),
     "worshipper": (
-        "Prefer the moment where the player uses an altar to find out whether its items are "
-        "cursed, uncursed or blessed, for example by dropping items on the altar and watching "
-        "for a black or amber flash. Praying is not the goal."
+        "Strongly prefer the moment where the player interacts with an altar, above all to learn "
+        "whether its items are cursed or blessed, not to pray to its god or to win the god's favour."
     ),
     "merchant": (
-        "Prefer the moment where the player deals with a shopkeeper: entering a shop, being "
-        "offered a price, haggling, selling or buying items. Stealing from a shop, or angering "
-        "a shopkeeper, is bad for this goal."
+        "Prefer the moment where the player interacts with a shopkeeper: haggling over prices or "
+        "selling items. Take care that the player never steals from a shop."
     ),
 }
 
-GOD_WARNING = "Whatever the goal, the player must never anger its god."
+GOD_WARNING = (
+    "Above all else, whatever the goal, reject outright any moment in which the player angers or "
+    "displeases its god, for instance when the god thunders or its voice booms out."
+)
 
 ANSWER_INSTRUCTIONS = (
     "First explain in a few sentences what happens in each moment and how it relates to the goal. "

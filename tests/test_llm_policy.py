@@ -101,7 +101,7 @@ def test_equivalent_prompting_adds_maestromotifs_knowledge_and_zero_shot_does_no
     assert skills_text() in equivalent and goal in equivalent and facts in equivalent
     assert "discoverer" not in zero and "depth 2, 3 or 4" not in zero
     delphi_goal = coder_knowledge("delphi")[1]
-    assert "depth 9" in delphi_goal  # the task's max_depth (initial_values.txt) filled in
+    assert "depth 10" in delphi_goal  # the task's max_depth (initial_values.txt, the release's 10) filled in
     for task in EVAL_TASKS:  # every task has its knowledge and its zero-shot goal
         assert coder_knowledge(task)[1]
         assert action_conversation(task, "zero_shot", "OBS", [], NAMES)[1]["content"].startswith(f"Task: {task}.")

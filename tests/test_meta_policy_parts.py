@@ -97,7 +97,7 @@ def test_an_edited_part_no_longer_matches_the_shipped_module(parts):
                                                  "skill_time > self.discoverer_skill_steps"))
     assert build_module("gnomish", 42, reference=True, prompt_dir=parts) != _shipped("gnomish")
     values = parts / "delphi" / "initial_values.txt"
-    values.write_text(values.read_text().replace("self.max_depth = 9", "self.max_depth = 8"))
+    values.write_text(values.read_text().replace("self.max_depth = 10", "self.max_depth = 9"))
     assert build_module("delphi", 42, reference=True, prompt_dir=parts) != _shipped("delphi")
 
 

@@ -434,7 +434,7 @@ def test_prompt_versions_goals_and_answer_parsing():
     assert MOTIF_GOALS["combat"] in reworded and "best_message" in reworded and "uncertain" in reworded
     zero = MotifPromptBuilder("zeroknowledge").user_prompt("a", "b")
     assert all(goal not in zero for goal in MOTIF_GOALS.values() if goal)
-    assert MotifPromptBuilder("descender").user_prompt("a", "b").count("down staircase") == 1  # a skill's sentence
+    assert MotifPromptBuilder("descender").user_prompt("a", "b").count("Going deeper is urgent") == 1  # a skill's sentence
     # the last answer counts; "None" is a tie; the other version's key does not parse
     assert parse_motif_answer('("best_description": 1) ... so ("best_description": 2)') == SECOND
     assert parse_motif_answer('"Best description": None') == TIE

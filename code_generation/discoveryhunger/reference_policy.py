@@ -10,7 +10,8 @@ the ``NetHackPlayer`` class without the skill functions and the initial values, 
 #   eaten_food = True        once the hero has eaten while in the Gnomish Mines
 #   update_hunger(hunger)    NLE hunger state (0 satiated, 1 not hungry, 2 hungry, 3 weak, ...)
 
-# Strategy: find the Gnomish Mines (levels 2-4 of the Dungeons of Doom) and explore there
+# Strategy: find the Gnomish Mines (levels 2-4 of the Dungeons of Doom; the search turns back
+# up at max_depth) and explore there
 # until the hero got hungry and ate; then climb back to the Dungeons of Doom and go down to
 # the Oracle (levels 5 to 9).
 
@@ -33,7 +34,7 @@ class NetHackPlayer:
             if dungeon_depth > self.first_entrance_level:
                 return "ascender"
             self.direction = "down"
-        if dungeon_depth > self.max_depth:
+        if dungeon_depth >= self.max_depth:  # the deepest level of the search
             self.direction = "up"
             return "ascender"
         if dungeon_depth >= self.first_entrance_level and current_skill == "descender":

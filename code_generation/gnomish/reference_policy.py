@@ -7,8 +7,8 @@ the ``NetHackPlayer`` class without the skill functions and the initial values, 
 """
 
 # Strategy: the Mines entrance is on level 2, 3 or 4 of the Dungeons of Doom. Go down, exploring
-# those levels for the second down staircase; past level 4 come back up to level 2 and try
-# again; once in the Mines (branch 2) keep exploring there.
+# those levels for the second down staircase; on reaching max_depth (level 5) come back up to
+# level 2 and try again; once in the Mines (branch 2) keep exploring there.
 
 
 class NetHackPlayer:
@@ -30,7 +30,7 @@ class NetHackPlayer:
             if dungeon_depth > self.first_entrance_level:
                 return "ascender"
             self.direction = "down"
-        if dungeon_depth > self.max_depth:
+        if dungeon_depth >= self.max_depth:  # the deepest level of the search
             self.direction = "up"
             return "ascender"
         if dungeon_depth >= self.first_entrance_level and current_skill == "descender":

@@ -7,7 +7,7 @@ the ``NetHackPlayer`` class without the skill functions and the initial values, 
 """
 
 # Strategy: reach the Gnomish Mines as in the gnomish task (levels 2-4 of the Dungeons of
-# Doom), then keep going down inside the Mines: Minetown lies three or four levels below
+# Doom, turning back up at max_depth), then keep going down inside the Mines: Minetown lies three or four levels below
 # the entrance level; explore once four levels below it.
 
 
@@ -26,7 +26,7 @@ class NetHackPlayer:
             if dungeon_depth > self.first_entrance_level:
                 return "ascender"
             self.direction = "down"
-        if dungeon_depth > self.max_depth:
+        if dungeon_depth >= self.max_depth:  # the deepest level of the search
             self.direction = "up"
             return "ascender"
         if dungeon_depth >= self.first_entrance_level and current_skill == "descender":

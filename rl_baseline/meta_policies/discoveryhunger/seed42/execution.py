@@ -16,7 +16,8 @@
 #   eaten_food = True        once the hero has eaten while in the Gnomish Mines
 #   update_hunger(hunger)    NLE hunger state (0 satiated, 1 not hungry, 2 hungry, 3 weak, ...)
 
-# Strategy: find the Gnomish Mines (levels 2-4 of the Dungeons of Doom) and explore there
+# Strategy: find the Gnomish Mines (levels 2-4 of the Dungeons of Doom; the search turns back
+# up at max_depth) and explore there
 # until the hero got hungry and ate; then climb back to the Dungeons of Doom and go down to
 # the Oracle (levels 5 to 9).
 
@@ -39,7 +40,7 @@ class NetHackPlayer:
             if dungeon_depth > self.first_entrance_level:
                 return "ascender"
             self.direction = "down"
-        if dungeon_depth > self.max_depth:
+        if dungeon_depth >= self.max_depth:  # the deepest level of the search
             self.direction = "up"
             return "ascender"
         if dungeon_depth >= self.first_entrance_level and current_skill == "descender":
@@ -94,9 +95,11 @@ class NetHackPlayer:
         return True
 
     def set_initial_values(self):
-        # First skill, task settings and the skills' time budgets (in game turns).
+        # First skill, task settings and the skills' time budgets (in game turns). max_depth (the
+        # deepest level the descender takes the hero to) and the discoverer's budget are the release's
+        # for this task; the merchant and the worshipper get 20 times the discoverer's, as there.
         self.skill = "discoverer"
-        self.max_depth = 4
+        self.max_depth = 10
         self.oracle_max_depth = 9
         self.direction = "down"
         self.discoverer_skill_steps = 500

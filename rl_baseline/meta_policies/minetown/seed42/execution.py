@@ -13,7 +13,7 @@
 # Interface: see rl_baseline/skills/meta_policy.py.
 
 # Strategy: reach the Gnomish Mines as in the gnomish task (levels 2-4 of the Dungeons of
-# Doom), then keep going down inside the Mines: Minetown lies three or four levels below
+# Doom, turning back up at max_depth), then keep going down inside the Mines: Minetown lies three or four levels below
 # the entrance level; explore once four levels below it.
 
 
@@ -32,7 +32,7 @@ class NetHackPlayer:
             if dungeon_depth > self.first_entrance_level:
                 return "ascender"
             self.direction = "down"
-        if dungeon_depth > self.max_depth:
+        if dungeon_depth >= self.max_depth:  # the deepest level of the search
             self.direction = "up"
             return "ascender"
         if dungeon_depth >= self.first_entrance_level and current_skill == "descender":
@@ -84,11 +84,13 @@ class NetHackPlayer:
         return True
 
     def set_initial_values(self):
-        # First skill, task settings and the skills' time budgets (in game turns).
+        # First skill, task settings and the skills' time budgets (in game turns). max_depth (the
+        # deepest level the descender takes the hero to) and the discoverer's budget are the release's
+        # for this task; the merchant and the worshipper get 20 times the discoverer's, as there.
         self.skill = "discoverer"
-        self.max_depth = 4
+        self.max_depth = 5
         self.direction = "down"
-        self.discoverer_skill_steps = 500
+        self.discoverer_skill_steps = 50
         self.merchant_skill_steps = self.discoverer_skill_steps * 20
         self.worshipper_skill_steps = self.discoverer_skill_steps * 20
         self.use_merchant = False

@@ -77,9 +77,11 @@ class NetHackPlayer:
         return True
 
     def set_initial_values(self):
-        # First skill, task settings and the skills' time budgets (in game turns).
+        # First skill, task settings and the skills' time budgets (in game turns). max_depth (the
+        # deepest level the descender takes the hero to) and the discoverer's budget are the release's
+        # for this task; the merchant and the worshipper get 20 times the discoverer's, as there.
         self.skill = "discoverer"
-        self.max_depth = 6
+        self.max_depth = 5
         self.direction = "down"
         self.discoverer_skill_steps = 500
         self.merchant_skill_steps = self.discoverer_skill_steps * 20
