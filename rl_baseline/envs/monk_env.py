@@ -75,10 +75,10 @@ OBSERVATION_KEYS = (
     "tty_cursor",
 )
 
-# Questions the agent answers itself; every other yes/no question is declined.
-AGENT_QUESTIONS = (
-    b"eat", b"attack", b"direction", b"pray", b"drop", b"drink", b"Drink", b"Sell it", b"sell",
-)
+# Questions the agent answers itself; every other yes/no question is declined. The release's list: a
+# match is a substring, case included, so the fountain's "Drink from the fountain?" is declined (the
+# inventory's "What do you want to drink?" follows, which the agent answers).
+AGENT_QUESTIONS = (b"eat", b"attack", b"direction?", b"pray", b"drop", b"drink", b"Sell")
 
 _ROLES = ("arc", "bar", "cav", "hea", "kni", "mon", "pri", "ran", "rog", "sam", "tou", "val", "wiz")
 _RACES = ("hum", "elf", "dwa", "gno", "orc")
