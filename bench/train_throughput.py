@@ -1,11 +1,15 @@
-"""Skill-training throughput of ``python -m scripts.main``: this tree against a baseline commit, in one run.
+"""Skill-training throughput of ``python -m scripts.main``: this tree against a baseline commit, or one policy
+encoder against the other in this tree, in one run.
 
 Both versions train the same skill policy with the same settings (those of
 ``scripts.pipeline --preset smoke``: 2 rollout workers, ``--num_envs_per_worker`` envs each,
 batch 512, rollout 32, the exploration policy over skills, five reward models) on the same
 five tiny reward models, one after the other on this machine. The baseline is checked out
 with ``git worktree`` (``--baseline_ref``, default the commit on which the throughput work
-started) and runs with the same Python environment.
+started) and runs with the same Python environment. With ``--baseline_encoder_arch`` the baseline is
+this tree itself, trained with that ``--encoder_arch`` (no worktree): ``--encoder_arch release
+--baseline_encoder_arch project`` compares the release's network with the project's under the
+same settings.
 
 For each run it prints the sustained env steps/s (sample-factory's 10-second FPS reports
 after ``--warmup_reports``, averaged) and the memory of every process of the run, sampled
@@ -21,6 +25,8 @@ Usage::
 
     python -m bench.train_throughput [--steps 40000] [--baseline_ref 9de1a54] [--num_envs_per_worker 4]
     python -m bench.train_throughput --no_baseline --device gpu     # only this tree, on a GPU
+    python -m bench.train_throughput --encoder_arch release --baseline_encoder_arch project \
+        --num_envs_per_worker 8 --max_episode_steps 500 --repeats 2    # the two encoders, smoke preset
 """
 from __future__ import annotations
 
@@ -38,6 +44,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.fixtures import machine_description
+
+#: values of scripts.main's --encoder_arch (rl_baseline.models.cdgpt5.ENCODER_ARCHS; not imported: that pulls torch in)
+ENCODER_ARCHS = ("project", "release")
 
 REPO = Path(__file__).resolve().parents[1]
 FPS_RE = re.compile(r"Fps is \(10 sec: ([0-9.nan]+)")
@@ -131,7 +140,7 @@ class MemorySampler(threading.Thread):
 
 
 def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse.Namespace, workdir: Path,
-              num_envs_per_worker: int) -> RunResult:
+              num_envs_per_worker: int, encoder_arch: str | None = None) -> RunResult:
     cmd = [
         sys.executable, "-m", "scripts.main", "--algo", "APPO", "--device", args.device,
         "--num_workers", "2", "--num_envs_per_worker", str(num_envs_per_worker),
@@ -141,6 +150,8 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
         "--train_for_env_steps", str(args.steps), "--train_dir", str(workdir), "--experiment", label,
         "--restart_behavior", "overwrite", "--save_every_sec", "100000", "--experiment_summaries_interval", "1000",
     ]
+    if encoder_arch is not None:  # only when asked: older baseline commits do not know the flag
+        cmd += ["--encoder_arch", encoder_arch]
     log = workdir / f"{label}.log"
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -174,6 +185,12 @@ def main() -> None:
                    help="git commit or branch to compare with, checked out in a temporary worktree "
                         "(default: %(default)s, where the throughput work started)")
     p.add_argument("--no_baseline", action="store_true", help="measure this tree only")
+    p.add_argument("--encoder_arch", type=str, default=None, choices=ENCODER_ARCHS,
+                   help="policy encoder of this tree's runs (default: scripts.main's default)")
+    p.add_argument("--baseline_encoder_arch", type=str, default=None, choices=ENCODER_ARCHS,
+                   help="compare two policy encoders instead of two commits: the baseline runs are this tree "
+                        "with --encoder_arch set to this value (no git worktree; --baseline_ref is not used), "
+                        "with the same settings, alternated with this tree's runs")
     p.add_argument("--repeats", type=int, default=1,
                    help="runs of each version, alternated; medians are reported (default: %(default)s)")
     p.add_argument("--num_envs_per_worker", type=int, default=4,
@@ -193,16 +210,23 @@ def main() -> None:
         p.error("--steps must be at least 5000 (a few FPS reports are needed)")
     if args.repeats < 1:
         p.error("--repeats must be at least 1")
+    if args.baseline_encoder_arch is not None and args.no_baseline:
+        p.error("--baseline_encoder_arch names the baseline's encoder: it cannot go with --no_baseline")
+    same_tree = args.baseline_encoder_arch is not None
+    baseline_name = f"--encoder_arch {args.baseline_encoder_arch}" if same_tree else args.baseline_ref
 
     base_envs = args.baseline_num_envs_per_worker or args.num_envs_per_worker
     if base_envs < 1 or args.num_envs_per_worker < 1:
         p.error("--num_envs_per_worker and --baseline_num_envs_per_worker must be at least 1")
+    current_name = f" (--encoder_arch {args.encoder_arch})" if args.encoder_arch else ""
     results: list[RunResult] = []
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
         tmp_path = Path(tmp)
         baseline_dir = None
         try:
-            if not args.no_baseline:
+            if same_tree:
+                baseline_dir = REPO
+            elif not args.no_baseline:
                 baseline_dir = tmp_path / "baseline"
                 out = subprocess.run(["git", "worktree", "add", "--detach", str(baseline_dir), args.baseline_ref],
                                      cwd=REPO, capture_output=True, text=True)
@@ -212,19 +236,25 @@ def main() -> None:
             dirs = build_reward_dirs(baseline_dir or REPO, tmp_path / "rewards")
             for rep in range(args.repeats):  # alternated, so a change of machine load hits both
                 if baseline_dir is not None:
-                    print(f"baseline {args.baseline_ref}: training {args.steps} env steps ...", flush=True)
-                    results.append(train_run("baseline", baseline_dir, dirs, args, tmp_path / "runs", base_envs))
-                print(f"this tree: training {args.steps} env steps ...", flush=True)
-                results.append(train_run("current", REPO, dirs, args, tmp_path / "runs", args.num_envs_per_worker))
+                    print(f"baseline {baseline_name}: training {args.steps} env steps ...", flush=True)
+                    results.append(train_run("baseline", baseline_dir, dirs, args, tmp_path / "runs", base_envs,
+                                             args.baseline_encoder_arch))
+                print(f"this tree{current_name}: training {args.steps} env steps ...", flush=True)
+                results.append(train_run("current", REPO, dirs, args, tmp_path / "runs", args.num_envs_per_worker,
+                                         args.encoder_arch))
         finally:
-            if baseline_dir is not None:
+            if baseline_dir is not None and not same_tree:
                 subprocess.run(["git", "worktree", "remove", "--force", str(baseline_dir)], cwd=REPO,
                                capture_output=True)
 
     machine = machine_description()
     envs = (f"{args.num_envs_per_worker} envs" if base_envs == args.num_envs_per_worker else
             f"{args.num_envs_per_worker} envs (baseline {base_envs})")
-    print(f"\nmachine: {machine}; {envs} x 2 workers, batch 512, rollout 32, device {args.device}")
+    print(f"\nmachine: {machine}; {envs} x 2 workers, batch 512, rollout 32, episodes of at most "
+          f"{args.max_episode_steps} steps, device {args.device}")
+    if same_tree:
+        print(f"baseline: this tree with --encoder_arch {args.baseline_encoder_arch}; current: this tree with "
+              f"--encoder_arch {args.encoder_arch or 'default'}")
     print("| run | env steps/s | FPS reports | wall s | rollout worker peak RSS MB | growth MB | other processes MB |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
@@ -236,16 +266,21 @@ def main() -> None:
     fps = float(np.median([r.fps for r in current_runs]))
     figures = {
         "machine": machine, "device": args.device, "num_envs_per_worker": args.num_envs_per_worker,
-        "steps": args.steps, "repeats": args.repeats, "fps": round(fps, 1),
+        "steps": args.steps, "repeats": args.repeats, "max_episode_steps": args.max_episode_steps,
+        "encoder_arch": args.encoder_arch, "fps": round(fps, 1),
         "peak_rss_mb": round(max(current.rollout_peak_mb), 1) if current.rollout_peak_mb else None,
         "rss_growth_mb": round(max(current.rollout_growth_mb), 1) if current.rollout_growth_mb else None,
     }
     if baseline_runs:
         base = float(np.median([r.fps for r in baseline_runs]))
         speedup = fps / base
-        print(f"speed-up over {args.baseline_ref} (medians of {args.repeats} run(s) each): x{speedup:.2f}")
-        figures.update(baseline_ref=args.baseline_ref, baseline_fps=round(base, 1), train_speedup=round(speedup, 3),
+        print(f"speed-up over {baseline_name} (medians of {args.repeats} run(s) each): x{speedup:.2f}")
+        figures.update(baseline_fps=round(base, 1), train_speedup=round(speedup, 3),
                        baseline_num_envs_per_worker=base_envs)
+        if same_tree:
+            figures.update(baseline_encoder_arch=args.baseline_encoder_arch)
+        else:
+            figures.update(baseline_ref=args.baseline_ref)
     print(json.dumps(figures))
 
 

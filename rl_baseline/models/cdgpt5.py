@@ -172,6 +172,21 @@ class MonkFeatures(nn.Module):
         return torch.cat([onehot[:, :n], counts], dim=1)
 
 
+def _cached_on_weights(cache: dict[str, tuple[tuple, Any]], name: str, params: Any, compute: Any) -> Any:
+    """``compute()``, a value that depends on the weights ``params`` only, cached in ``cache`` while no
+    gradient is needed (inference). The key holds the tensors' version counters, which every in-place
+    weight update (an optimiser step, sample-factory's ``load_state_dict``) bumps."""
+    if torch.is_grad_enabled():
+        return compute()
+    key = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in params)
+    cached = cache.get(name)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    value = compute()
+    cache[name] = (key, value)
+    return value
+
+
 class CDGPT5Encoder(Encoder):
     """Crop CNN + stats/Monk/skill MLP + message char-CNN, fused, plus the MLP's raw input.
 
@@ -272,18 +287,8 @@ class CDGPT5Encoder(Encoder):
 
     # -- the fast path -------------------------------------------------------------------------
     def _weights_only(self, name: str, params: tuple[torch.Tensor, ...], compute: Any) -> torch.Tensor:
-        """``compute()``, a value that depends on the weights ``params`` only, cached while no gradient
-        is needed (inference). The key holds the tensors' version counters, which every in-place
-        weight update (an optimiser step, sample-factory's ``load_state_dict``) bumps."""
-        if torch.is_grad_enabled():
-            return compute()
-        key = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in params)
-        cached = self._weight_cache.get(name)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        value = compute()
-        self._weight_cache[name] = (key, value)
-        return value
+        """``compute()`` cached while no gradient is needed (:func:`_cached_on_weights`)."""
+        return _cached_on_weights(self._weight_cache, name, params, compute)
 
     def _glyph_table(self) -> torch.Tensor:
         """The first crop layer applied to every glyph tile: [256 * 16, c1]."""
@@ -454,6 +459,8 @@ class ReleaseEncoder(Encoder):
         )
         with torch.no_grad():
             msg_out = int(self.msg_cnn(self.msg_conv1(torch.zeros(1, e, MESSAGE_SIZE))).shape[1])
+        self.msg_positions = msg_out // h  # the message CNN's output positions (5)
+        self._weight_cache: dict[str, tuple[tuple, Any]] = {}  # see _padding_values
         self.msg_fc = nn.Sequential(nn.Linear(msg_out, 2 * h), nn.ReLU())
         self.out_size = mc.crop_fc + mc.stats_hidden + self.stats_in_size + 2 * h
         logger.info("release encoder: %d parameters, %d skills, %d features", sum(p.numel() for p in self.parameters()),
@@ -485,9 +492,131 @@ class ReleaseEncoder(Encoder):
         crop = self.crop_fc(self.crop_cnn(rgb))
         stats_in = self.stats_input(obs_dict)
         stats = self.stats_mlp(stats_in)
+        msg = self.msg_fc(self.message_features(obs_dict["message"]))
+        return torch.cat([crop, stats, stats_in, msg], dim=1)
+
+    def forward_by_layers(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """:meth:`forward` with the message CNN run over all 256 bytes of every message, as the release
+        wrote it: the same function, slower; the reference :meth:`message_features` is tested against."""
+        rgb = self.render(obs_dict["crop_chars"], obs_dict["crop_colors"]).float() * (1.0 / 255.0)
+        crop = self.crop_fc(self.crop_cnn(rgb))
+        stats_in = self.stats_input(obs_dict)
+        stats = self.stats_mlp(stats_in)
         msg = self.msg_embed(obs_dict["message"].long().clamp(0, 255)).transpose(1, 2)
         msg = self.msg_fc(self.msg_cnn(self.msg_conv1(msg)))
         return torch.cat([crop, stats, stats_in, msg], dim=1)
+
+    # -- the message CNN on the bytes that matter ------------------------------------------------
+    #: message length buckets of :meth:`message_features` (bytes up to the last non-zero one): each
+    #: bucket is computed on a slice as long as its longest message; empty messages cost nothing
+    MESSAGE_BUCKETS: tuple[int, ...] = (0, 24, 64)
+    #: a bucket with fewer messages goes with the next longer one (each bucket costs some 40 small
+    #: operations: inference batches of a few observations run as one bucket)
+    MESSAGE_BUCKET_MIN_ROWS: int = 32
+
+    def _message_layers(self) -> list[nn.Module]:
+        """The message CNN's layers from the first convolution to the last pooling (no Flatten)."""
+        return [self.msg_conv1, *list(self.msg_cnn)[:-1]]
+
+    def _padding_values(self) -> list[torch.Tensor]:
+        """Each message layer's input (then the final output) at a position whose receptive field holds
+        padding bytes only, [1, C, 1]: the release's convolutions and poolings pad nothing, so such a
+        position has the same value everywhere. Computed from the weights (gradients flow through it),
+        cached while no gradient is needed."""
+
+        def compute() -> list[torch.Tensor]:
+            zero = torch.zeros(1, 1, dtype=torch.long, device=self.msg_embed.weight.device)
+            value = self.msg_embed(zero).transpose(1, 2)  # the padding byte's embedding (padding_idx: no gradient)
+            values = [value]
+            for layer in self._message_layers():
+                if isinstance(layer, nn.Conv1d):
+                    value = layer(value.expand(-1, -1, layer.kernel_size[0]))
+                elif not isinstance(layer, nn.MaxPool1d):  # a pooling of equal values is that value
+                    value = layer(value)
+                values.append(value)
+            return values
+
+        params = (self.msg_embed.weight,) + tuple(
+            p for layer in self._message_layers() if isinstance(layer, nn.Conv1d) for p in (layer.weight, layer.bias))
+        return _cached_on_weights(self._weight_cache, "padding_values", params, compute)
+
+    def _message_prefix(self, codes: torch.Tensor, length: int, values: list[torch.Tensor]) -> torch.Tensor:
+        """The message CNN's output [b, 64, 5] for messages zero after their first ``length`` bytes.
+
+        Each layer is computed on the positions whose receptive field reaches a message byte (a
+        prefix of the sequence, ``n`` positions) followed by just enough padding values for the next
+        layer's windows; the positions beyond hold ``values[i]``. Same values and gradients as the
+        layers over all 256 bytes (:meth:`forward_by_layers`)."""
+        b, total = codes.shape
+        x = self.msg_embed(codes[:, :length]).transpose(1, 2)
+        n = length
+        for layer, value in zip(self._message_layers(), values):
+            if isinstance(layer, nn.Conv1d):
+                k = layer.kernel_size[0]
+                out_total = total - k + 1
+                if n + k - 1 >= total:  # the windows reach the end: the whole sequence
+                    x, n = layer(torch.cat([x, value.expand(b, -1, total - n)], dim=2)), out_total
+                else:
+                    x = layer(torch.cat([x, value.expand(b, -1, k - 1)], dim=2))
+                total = out_total
+            elif isinstance(layer, nn.MaxPool1d):
+                k = layer.kernel_size if isinstance(layer.kernel_size, int) else layer.kernel_size[0]
+                out_total = total // k
+                m = -(-n // k)
+                if m >= out_total:
+                    x = torch.cat([x, value.expand(b, -1, total - n)], dim=2)[:, :, : out_total * k]
+                    m = out_total
+                else:
+                    x = torch.cat([x, value.expand(b, -1, m * k - n)], dim=2)
+                x, n, total = layer(x), m, out_total
+            else:
+                x = layer(x)
+        return torch.cat([x, values[-1].expand(b, -1, total - n)], dim=2)
+
+    def message_features(self, message: torch.Tensor) -> torch.Tensor:
+        """The message CNN's flattened output [B, 320] (what :attr:`msg_fc` reads), computed per
+        length bucket (:data:`MESSAGE_BUCKETS`) on the bytes up to each bucket's longest message.
+
+        Messages are zero-padded to 256 bytes and the padding byte's embedding is the same at every
+        position, so a layer position whose receptive field holds padding only has one value for every
+        message and position (:meth:`_padding_values`); the release's message CNN (about 60% of the
+        encoder's work over 256 bytes) is computed on the positions a message byte reaches.
+        """
+        codes = message.long().clamp(0, 255)
+        b, total = codes.shape
+        values = self._padding_values()
+        final = values[-1]
+        if b == 0:
+            return final.expand(0, -1, self.msg_positions).flatten(1)
+        nonzero = codes != 0
+        positions = torch.arange(1, total + 1, device=codes.device)
+        lengths = (nonzero * positions).amax(dim=1)  # bytes up to the last non-zero one (0: empty)
+        edges = (*self.MESSAGE_BUCKETS, total)
+        bucket = torch.bucketize(lengths, torch.tensor(edges[:-1], device=codes.device), right=False)
+        # bucket 0: empty; bucket i: edges[i-1] < length <= edges[i]
+        rows_of: list[torch.Tensor] = []
+        parts: list[torch.Tensor] = []
+        carried = bucket.new_empty(0)
+        for i in range(len(edges)):
+            rows = (bucket == i).nonzero().squeeze(1)
+            if i > 0:
+                rows = torch.cat([carried, rows]) if carried.numel() else rows
+                if rows.numel() < self.MESSAGE_BUCKET_MIN_ROWS and i + 1 < len(edges):
+                    carried = rows
+                    continue
+                carried = bucket.new_empty(0)
+            if rows.numel() == 0:
+                continue
+            if i == 0:
+                part = final.expand(rows.numel(), -1, self.msg_positions)
+            else:
+                part = self._message_prefix(codes[rows], int(lengths[rows].max().item()), values)
+            if rows.numel() == b:
+                return part.flatten(1)
+            rows_of.append(rows)
+            parts.append(part)
+        order = torch.argsort(torch.cat(rows_of))  # back to the batch's order
+        return torch.cat(parts, dim=0)[order].flatten(1)
 
 
 def _check_sf_cfg(cfg: Any, obs_space: Any) -> None:
