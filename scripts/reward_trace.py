@@ -4,8 +4,9 @@
         --reward_dir "['train_dir/skill_rewards/llama3_discoverer_default', ..., 'train_dir/skill_rewards/llama3_merchant_default']" \
         --episodes 20 --out train_dir/reward_trace
 
-Plays the same seeded games with the same random actions (no prayer) through the skill environment of
-training, once per timing, and prints a table: each skill's return per episode, the reward paid for the
+Plays the same seeded games with the same actions (the dataset collection's explorer, which takes the stairs
+it finds, or --policy random: uniform actions without prayer) through the skill environment of training,
+once per timing, and prints a table: each skill's return per episode, the reward paid for the
 observations that arrived a level deeper by the stairs, and the share of steps whose message is empty or
 a wall message (rl_baseline/sf/reward_trace.py). With --out, writes reward_trace.{md,json} there.
 Exit status 2 on bad input (a missing reward directory, a quantile list of the wrong length).
@@ -35,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=20, help="episodes per timing")
     p.add_argument("--max_episode_steps", type=int, default=1000, help="episode step limit")
     p.add_argument("--seed", type=int, default=0, help="seed of the games and the actions")
+    p.add_argument("--policy", choices=("explorer", "random"), default="explorer",
+                   help="who acts: the dataset collection's explorer or uniformly random actions without prayer")
     p.add_argument("--out", default=None, help="folder for reward_trace.md and reward_trace.json (default: print only)")
     p.add_argument("--no_progress", action="store_true", help="no progress bars")
     return p
@@ -59,7 +62,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                               f"{len(dirs)}" + (f"; not found: {', '.join(missing)}" if missing else ""))
         config = SkillEnvConfig(max_episode_steps=args.max_episode_steps, reward_dirs=tuple(dirs),
                                 quantiles=tuple(quantiles))
-        results = compare_timings(config, args.episodes, args.seed, show_progress=not args.no_progress)
+        results = compare_timings(config, args.episodes, args.seed, show_progress=not args.no_progress,
+                                  policy=args.policy)
     except (ConfigError, RewardConfigError) as exc:
         logger.error("%s", exc)
         return 2
@@ -70,7 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "reward_trace.md").write_text(table + "\n")
         (out / "reward_trace.json").write_text(json.dumps(
-            {"episodes": args.episodes, "seed": args.seed, "max_episode_steps": args.max_episode_steps,
+            {"policy": args.policy, "episodes": args.episodes, "seed": args.seed, "max_episode_steps": args.max_episode_steps,
              "reward_dirs": dirs, "results": [r.as_dict() for r in results]}, indent=2))
         logger.info("wrote %s", out / "reward_trace.md")
     return 0

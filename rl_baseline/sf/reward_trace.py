@@ -1,9 +1,11 @@
 """What the skills are paid on a seeded trace, under each reward timing (``--skill_reward_timing``).
 
 The same games (episode ``k`` plays the game of seed ``seed * 100003 + k``) and the same actions
-(uniformly random, prayer left out so that an angry god does not end every episode within a few
+(those of the dataset collection's explorer, which walks to known staircases and takes them, or
+uniformly random ones without prayer, so that an angry god does not end every episode within a few
 hundred steps) are played through the skill environment of training once per timing: the
-exploration policy over skills picks the skills, the reward models of ``reward_dirs`` pay them.
+exploration policy over skills picks the skills (its per-episode draws of the deepest level and of
+the Mines come from Python's ``random``, seeded per episode), the reward models of ``reward_dirs`` pay them.
 The timing changes no observation and no skill choice, only which observation a step's reward
 scores and with which skill's model, so the two runs differ in the rewards alone.
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -30,7 +33,9 @@ from rl_baseline.skills import REWARD_TIMINGS
 
 logger = logging.getLogger(__name__)
 
-#: the actions of the trace: every action but prayer
+#: who acts in a trace
+TRACE_POLICIES = ("explorer", "random")
+#: the random policy's actions: every action but prayer
 TRACE_ACTIONS = tuple(i for i, name in enumerate(ACTION_NAMES) if name != "pray")
 
 
@@ -58,17 +63,27 @@ class TraceResult:
         }
 
 
-def play_trace(config: SkillEnvConfig, episodes: int, seed: int, show_progress: bool = True) -> TraceResult:
-    """Plays ``episodes`` seeded episodes of random actions with ``config``'s skill environment."""
+def play_trace(config: SkillEnvConfig, episodes: int, seed: int, show_progress: bool = True,
+               policy: str = "explorer") -> TraceResult:
+    """Plays ``episodes`` seeded episodes with ``config``'s skill environment; ``policy``: the explorer's
+    actions or random ones (:data:`TRACE_POLICIES`)."""
+    from rl_baseline.collect.config import ExplorerConfig
+    from rl_baseline.collect.explorer import ExplorerPolicy
+
+    if policy not in TRACE_POLICIES:
+        raise ValueError(f"policy must be one of {TRACE_POLICIES}, got {policy!r}")
     env = build_skill_env(config)
     result = TraceResult(config.reward_timing)
     try:
         for k in tqdm(range(episodes), desc=f"trace ({config.reward_timing})", disable=not show_progress):
             rng = np.random.default_rng([seed, k])
+            random.seed(evaluation_game_seed(seed, k))  # the training policy's per-episode draws (depth, Mines)
+            explorer = ExplorerPolicy(rng, ExplorerConfig()) if policy == "explorer" else None
             env.reset(seed=evaluation_game_seed(seed, k))
             done, info = False, {}
             while not done:
-                _, _, terminated, truncated, info = env.step(int(rng.choice(TRACE_ACTIONS)))
+                action = explorer.act(env.last_obs) if explorer is not None else rng.choice(TRACE_ACTIONS)
+                _, _, terminated, truncated, info = env.step(int(action))
                 done = terminated or truncated
                 result.steps += 1
             stats = info["episode_extra_stats"]
@@ -85,9 +100,10 @@ def play_trace(config: SkillEnvConfig, episodes: int, seed: int, show_progress: 
 
 
 def compare_timings(config: SkillEnvConfig, episodes: int, seed: int, timings: Sequence[str] = REWARD_TIMINGS,
-                    show_progress: bool = True) -> list[TraceResult]:
+                    show_progress: bool = True, policy: str = "explorer") -> list[TraceResult]:
     """:func:`play_trace` once per timing, on the same games and actions."""
-    return [play_trace(dataclasses.replace(config, reward_timing=t), episodes, seed, show_progress) for t in timings]
+    return [play_trace(dataclasses.replace(config, reward_timing=t), episodes, seed, show_progress, policy)
+            for t in timings]
 
 
 def markdown_table(results: Sequence[TraceResult], skills: Optional[Sequence[str]] = None) -> str:
