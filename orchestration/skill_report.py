@@ -5,7 +5,10 @@ for ``episodes`` episodes with three policies:
 
 * ``trained`` -- the experiment's newest checkpoint;
 * ``untrained`` -- the same network with freshly initialised weights (what training started from);
-* ``random`` -- uniformly random actions from the env's action set.
+* ``random`` -- uniformly random actions from the env's action set;
+* optionally ``progress-trained`` -- the newest checkpoint of another experiment trained with
+  ``--skill_reward progress`` (each skill paid its own measure: a privileged diagnostic and upper
+  bound, not the method), held on the same games, in a column of its own.
 
 Each episode is scored with the skill's measures (:mod:`rl_baseline.tasks.skill_measures`);
 the report gives the mean and Student's t 95% confidence interval of each, and whether the
@@ -42,6 +45,12 @@ class SkillReportConfig:
     seed: int = 0
     max_episode_steps: Optional[int] = None  # None = the experiment's own
     progress: bool = True
+    # an experiment trained with --skill_reward progress, reported as the column PROGRESS_COLUMN
+    progress_policy_dir: Optional[str] = None
+
+
+#: the column of the policy trained on the skills' own progress measures (--skill_reward progress)
+PROGRESS_COLUMN = "progress-trained"
 
 
 def beats(a: dict, b: dict) -> Optional[bool]:
@@ -66,8 +75,20 @@ def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
         if s not in trained_with:
             raise ValueError(f"--skills: the policy in {policy_dir} was trained with {', '.join(trained_with)}, "
                              f"not with {s}")
+    progress_dir = Path(config.progress_policy_dir) if config.progress_policy_dir else None
+    if progress_dir is not None:
+        progress_cfg = resolve_experiment_cfg(progress_dir, ["--eval_skill", SKILLS[0]], files=False)
+        if getattr(progress_cfg, "skill_reward", "llm") != "progress":
+            raise ValueError(f"--progress_policy_dir {progress_dir}: that experiment was trained with --skill_reward "
+                             f"{getattr(progress_cfg, 'skill_reward', 'llm')}, not progress")
+        missing = [s for s in skills if s not in SKILLS[: int(progress_cfg.num_skills)]]
+        if missing:
+            raise ValueError(f"--progress_policy_dir {progress_dir}: not trained with {', '.join(missing)}")
+    columns = list(config.policies) + ([PROGRESS_COLUMN] if progress_dir is not None else [])
     report: dict[str, Any] = {"policy_dir": str(policy_dir), "episodes": int(config.episodes),
-                              "seed": int(config.seed), "policies": list(config.policies), "skills": {}}
+                              "seed": int(config.seed), "policies": columns, "skills": {}}
+    if progress_dir is not None:
+        report["progress_policy_dir"] = str(progress_dir)
     for skill in skills:
         overrides = ["--eval_skill", skill]
         if config.max_episode_steps:
@@ -83,6 +104,13 @@ def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
             entry["start_depth"] = info["start_depth"]
             main = summary["measures"][MAIN_MEASURE[skill]]
             logger.info("%s, %s policy: %s %s", skill, kind, MAIN_MEASURE[skill], format_measure(main))
+        if progress_dir is not None:
+            result, info = evaluate_skill_with(resolve_experiment_cfg(progress_dir, overrides), "trained",
+                                               config.episodes, config.num_envs, seed=config.seed,
+                                               progress=config.progress, init_seed=config.seed)
+            summary = result.summary()
+            summary.update(info)
+            entry["policies"][PROGRESS_COLUMN] = summary
         pols = entry["policies"]
         if "trained" in pols and "random" in pols:
             entry["trained_beats_random"] = beats(pols["trained"]["measures"][MAIN_MEASURE[skill]],
@@ -109,7 +137,10 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"Policy `{report['policy_dir']}` (checkpoint at {report.get('env_steps')} env steps); each skill held "
         f"for {report['episodes']} episodes per policy; mean [95% CI] per episode. `untrained`: the same "
-        "network with initial weights; `random`: uniformly random actions. Main measure in **bold**.",
+        "network with initial weights; `random`: uniformly random actions. Main measure in **bold**."
+        + (f" `{PROGRESS_COLUMN}`: `{report['progress_policy_dir']}`, trained with `--skill_reward progress` (each "
+           "skill paid its own measure: a privileged diagnostic and upper bound, not the method)."
+           if report.get("progress_policy_dir") else ""),
         "",
         "| skill | measure | " + " | ".join(pols) + " | trained > random |",
         "|---|---|" + "---|" * len(pols) + "---|",
@@ -167,7 +198,7 @@ def plot_skill_report(report: dict[str, Any], path: Path) -> None:
     skills = list(report["skills"])
     pols = report["policies"]
     fig, axes = plt.subplots(1, max(1, len(skills)), figsize=(3.2 * max(1, len(skills)), 3.4), squeeze=False)
-    colours = {"trained": "tab:blue", "untrained": "tab:gray", "random": "tab:orange"}
+    colours = {"trained": "tab:blue", "untrained": "tab:gray", "random": "tab:orange", PROGRESS_COLUMN: "tab:purple"}
     for ax, skill in zip(axes[0], skills):
         entry = report["skills"][skill]
         m = entry["main_measure"]

@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policies", default="trained,untrained,random",
                    help="comma-separated policies to compare: trained, untrained (same network, initial "
                         "weights), random (uniform actions)")
+    p.add_argument("--progress_policy_dir", default=None,
+                   help="another experiment folder, trained with --skill_reward progress (a privileged diagnostic: "
+                        "each skill paid its own measure), reported in a column of its own on the same games")
     p.add_argument("--max_episode_steps", type=int, default=None,
                    help="episode step limit (default: the experiment's own)")
     p.add_argument("--seed", type=int, default=0, help="seed of the games, the random policy and the untrained weights")
@@ -65,8 +68,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         policy_dir = check_policy_dir(args.policy_dir)
+        progress_dir = str(check_policy_dir(args.progress_policy_dir)) if args.progress_policy_dir else None
         config = SkillReportConfig(str(policy_dir), args.episodes, args.num_envs, skills, policies, args.seed,
-                                   args.max_episode_steps, progress=not args.no_progress)
+                                   args.max_episode_steps, progress=not args.no_progress,
+                                   progress_policy_dir=progress_dir)
         build_skill_report(config)
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as exc:
         logger.error("%s", exc)

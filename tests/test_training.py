@@ -1044,3 +1044,33 @@ def test_skill_report_compares_trained_untrained_and_random(trained):
         proc = run_command([sys.executable, "-m", "scripts.skill_report", *extra], tmp, env, timeout=60)
         assert proc.returncode == 2 and needle in proc.stdout + proc.stderr
         assert (policy_dir / "skill_report.json").read_bytes() == before
+
+
+def test_progress_run_trains_without_reward_models_and_gets_its_own_report_column(trained):
+    """--skill_reward progress: a run with no reward model trains on the skills' own measures (the discoverer
+    is paid the cells it reveals), and the skill report shows it as a column of its own on the same games."""
+    tmp, base, _, _ = trained
+    args = list(base)
+    i = args.index("--reward_dir")
+    del args[i:i + 2]
+    args[args.index("--experiment") + 1] = "progress"
+    proc = run_main(args + ["--skill_reward", "progress", "--train_for_env_steps", "3000"], tmp)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    progress_dir = tmp / "skill_policy" / "progress"
+    assert json.loads((progress_dir / "config.json").read_text())["skill_reward"] == "progress"
+    stats = json.loads((progress_dir / "skill_stats.json").read_text())["means"]
+    assert stats["intrinsic/discoverer_return"] > 0  # map cells revealed while discovering
+    policy_dir = tmp / "skill_policy" / "e2e"
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "scripts.skill_report", "--policy_dir", str(policy_dir), "--episodes", "2",
+           "--num_envs", "2", "--max_episode_steps", "40", "--skills", "discoverer,descender", "--no_progress"]
+    proc = run_command(cmd + ["--progress_policy_dir", str(progress_dir)], tmp, env, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((policy_dir / "skill_report.json").read_text())
+    assert report["policies"][-1] == "progress-trained"
+    for entry in report["skills"].values():
+        assert entry["policies"]["progress-trained"]["episodes"] == 2
+    assert "| trained | untrained | random | progress-trained |" in (policy_dir / "skill_report.md").read_text()
+    # an experiment that was not trained on the progress measures is refused, naming the flag
+    bad = run_command(cmd + ["--progress_policy_dir", str(policy_dir)], tmp, env, timeout=120)
+    assert bad.returncode == 2 and "--progress_policy_dir" in bad.stdout + bad.stderr
