@@ -18,14 +18,17 @@ NetHack games, told apart through ``/proc/PID/maps`` on Linux), of the other pro
 the second and the last quarter of the run (medians) (a leak shows as growth on long runs: use
 ``--steps`` to run for as long as you want to watch).
 
-It ends with one JSON line (``train_speedup``, ``baseline_fps``, ``fps``, ``peak_rss_mb``, ...)
-for scripts to read. ``--device gpu`` runs the learner and inference on the GPU (both versions).
+Each run's CPU time (user + system of all its processes, start-up included) is printed too: unlike
+env steps/s it hardly depends on what else the machine runs (``cpu_ms_per_step`` in the JSON).
+
+It ends with one JSON line (``train_speedup``, ``baseline_fps``, ``fps``, ``cpu_ms_per_step``, ``peak_rss_mb``,
+...) for scripts to read. ``--device gpu`` runs the learner and inference on the GPU (both versions).
 
 Usage::
 
     python -m bench.train_throughput [--steps 40000] [--baseline_ref 9de1a54] [--num_envs_per_worker 4]
     python -m bench.train_throughput --no_baseline --device gpu     # only this tree, on a GPU
-    python -m bench.train_throughput --encoder_arch release --baseline_encoder_arch project \
+    python -m bench.train_throughput --encoder_arch release --baseline_encoder_arch project \\
         --num_envs_per_worker 8 --max_episode_steps 500 --repeats 2    # the two encoders, smoke preset
 """
 from __future__ import annotations
@@ -60,6 +63,7 @@ class RunResult:
     fps: float
     reports: int
     wall_s: float
+    cpu_s: float  # user + system time of the run's processes, start-up included
     rollout_peak_mb: list[float] = field(default_factory=list)
     rollout_growth_mb: list[float] = field(default_factory=list)
     other_peak_mb: list[float] = field(default_factory=list)
@@ -155,6 +159,7 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
     log = workdir / f"{label}.log"
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    cpu0 = _children_cpu_s()
     with log.open("w") as fh:
         proc = subprocess.Popen(cmd, cwd=code_dir, stdout=fh, stderr=subprocess.STDOUT)
         sampler = MemorySampler(proc.pid)
@@ -163,6 +168,7 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
         sampler.stop.set()
         sampler.join()
     wall = time.perf_counter() - t0
+    cpu = _children_cpu_s() - cpu0
     text = log.read_text()
     if rc != 0:
         sys.stderr.write(text[-4000:])
@@ -170,8 +176,17 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
     fps = [float(x) for x in FPS_RE.findall(text) if x != "nan"]
     sustained = fps[args.warmup_reports:] or fps
     peak, growth, other = sampler.summary()
-    return RunResult(label, float(np.mean(sustained)) if sustained else float("nan"), len(sustained), wall,
+    return RunResult(label, float(np.mean(sustained)) if sustained else float("nan"), len(sustained), wall, cpu,
                      peak, growth, other)
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of every finished descendant process so far: a run's cost that does not
+    depend on what else the machine runs (its env steps/s does)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _mb(values: list[float]) -> str:
@@ -255,10 +270,11 @@ def main() -> None:
     if same_tree:
         print(f"baseline: this tree with --encoder_arch {args.baseline_encoder_arch}; current: this tree with "
               f"--encoder_arch {args.encoder_arch or 'default'}")
-    print("| run | env steps/s | FPS reports | wall s | rollout worker peak RSS MB | growth MB | other processes MB |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | env steps/s | FPS reports | wall s | CPU s | rollout worker peak RSS MB | growth MB | "
+          "other processes MB |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r.label} | {r.fps:,.0f} | {r.reports} | {r.wall_s:.0f} | {_mb(r.rollout_peak_mb)} | "
+        print(f"| {r.label} | {r.fps:,.0f} | {r.reports} | {r.wall_s:.0f} | {r.cpu_s:.0f} | {_mb(r.rollout_peak_mb)} | "
               f"{_mb(r.rollout_growth_mb)} | {_mb(r.other_peak_mb)} |")
     current_runs = [r for r in results if r.label == "current"]
     baseline_runs = [r for r in results if r.label == "baseline"]
@@ -268,6 +284,7 @@ def main() -> None:
         "machine": machine, "device": args.device, "num_envs_per_worker": args.num_envs_per_worker,
         "steps": args.steps, "repeats": args.repeats, "max_episode_steps": args.max_episode_steps,
         "encoder_arch": args.encoder_arch, "fps": round(fps, 1),
+        "cpu_ms_per_step": round(1000 * float(np.median([r.cpu_s for r in current_runs])) / args.steps, 3),
         "peak_rss_mb": round(max(current.rollout_peak_mb), 1) if current.rollout_peak_mb else None,
         "rss_growth_mb": round(max(current.rollout_growth_mb), 1) if current.rollout_growth_mb else None,
     }
@@ -275,7 +292,9 @@ def main() -> None:
         base = float(np.median([r.fps for r in baseline_runs]))
         speedup = fps / base
         print(f"speed-up over {baseline_name} (medians of {args.repeats} run(s) each): x{speedup:.2f}")
+        base_cpu = 1000 * float(np.median([r.cpu_s for r in baseline_runs])) / args.steps
         figures.update(baseline_fps=round(base, 1), train_speedup=round(speedup, 3),
+                       baseline_cpu_ms_per_step=round(base_cpu, 3),
                        baseline_num_envs_per_worker=base_envs)
         if same_tree:
             figures.update(baseline_encoder_arch=args.baseline_encoder_arch)

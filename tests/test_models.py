@@ -1,4 +1,4 @@
-"""Policy observation, glyph rendering and the CDGPT5 encoder."""
+"""Policy observation, glyph rendering, the two policy encoders and the choice between them (--encoder_arch)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -398,6 +398,7 @@ def test_skill_one_hot_skips_to_the_core(nle_obs, sf_model_factory):
     parser, _ = parse_sf_args(argv)
     parser.set_defaults(**SF_DEFAULTS)
     cfg = parse_full_cfg(parser, argv)
+    cfg.encoder_arch = "project"  # the release's encoder is the default
     register_cdgpt5()
     model = create_actor_critic(cfg, model_observation_space(NUM_SKILLS), gym.spaces.Discrete(5))
     assert model.core.core.input_size == model.encoder.get_out_size() == size
@@ -436,6 +437,141 @@ def test_release_encoder_shapes_and_crop(nle_obs):
         make_cdgpt5_encoder(SimpleNamespace(**dict(SF_DEFAULTS, encoder_arch="paper")), model_observation_space(1))
 
 
+def _release_encoder() -> ReleaseEncoder:
+    torch.manual_seed(0)
+    return ReleaseEncoder(SimpleNamespace(**dict(SF_DEFAULTS, encoder_arch="release")),
+                          model_observation_space(NUM_SKILLS)).train()
+
+
+#: message lengths: single rows, every bucket alone, and batches with more than MESSAGE_BUCKET_MIN_ROWS
+#: messages in several buckets (split and put back in the batch's order)
+RELEASE_MESSAGE_LENGTHS = [[0], [0, 0, 0], [1], [7, 24], [25, 64, 3], [65, 0], [249, 2], [256, 0, 30],
+                           [0, 12, 40, 90] * 20, [5] * 40 + [50] * 40 + [0] * 40 + [200] * 3]
+
+
+@pytest.mark.parametrize("lengths", RELEASE_MESSAGE_LENGTHS, ids=[str(len(x)) + ":" + str(max(x)) for x in
+                                                                   RELEASE_MESSAGE_LENGTHS])
+def test_release_encoder_fast_path_is_the_layers_as_written(lengths):
+    """The release's encoder runs its message CNN on each length bucket's bytes and renders the crop into
+    channels-last memory: same outputs and same gradients as its layers over the rendered crop and all 256
+    message bytes (forward_by_layers), whatever the batch's message lengths."""
+    enc = _release_encoder()
+    batch = _random_batch(lengths, seed=len(lengths))
+    if len(lengths) > 1:
+        batch["message"][0, 3] = 0  # a zero byte inside a message counts as part of it
+    pixels = enc.pixels(batch["crop_chars"], batch["crop_colors"])
+    assert torch.equal(pixels, enc.render(batch["crop_chars"], batch["crop_colors"]).float() * (1.0 / 255.0))
+    fast = enc(batch)
+    reference = enc.forward_by_layers(batch)
+    assert torch.allclose(fast, reference, atol=1e-5), (fast - reference).abs().max()
+    weights = torch.randn_like(fast)
+    grads_fast = torch.autograd.grad((fast * weights).sum(), list(enc.parameters()), allow_unused=True)
+    grads_ref = torch.autograd.grad((reference * weights).sum(), list(enc.parameters()), allow_unused=True)
+    for (name, _), a, b in zip(enc.named_parameters(), grads_fast, grads_ref):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert torch.allclose(a, b, atol=1e-4, rtol=1e-3), (name, (a - b).abs().max())
+
+
+def test_release_encoder_padding_cache_follows_weight_updates():
+    """Inference keeps the message CNN's values over padding while the weights stay the same; an in-place
+    update of any message layer (an optimiser step, load_state_dict) computes them again."""
+    enc = _release_encoder().eval()
+    batch = _random_batch([0, 10, 70])
+    with torch.inference_mode():
+        before = enc(batch)
+        assert torch.equal(enc(batch), before)
+    for update in (lambda: enc.msg_embed.weight[0].add_(0.5), lambda: enc.msg_cnn[2].bias.add_(0.3),
+                   lambda: enc.msg_conv1.weight.mul_(1.5)):
+        with torch.no_grad():
+            update()
+        with torch.inference_mode():
+            after = enc(batch)
+            assert not torch.allclose(after, before)
+            assert torch.allclose(after, enc.forward_by_layers(batch), atol=1e-5)
+        before = after
+
+
+def test_default_configuration_builds_the_releases_encoder(sf_model_factory):
+    """scripts.main without --encoder_arch trains the release's network (core input 803 with 5 skills);
+    --encoder_arch project is this repository's smaller one."""
+    from sample_factory.model.actor_critic import create_actor_critic
+
+    from rl_baseline.models.cdgpt5 import DEFAULT_ENCODER_ARCH
+    from rl_baseline.sf.cfg import parse_cfg
+
+    register_cdgpt5()
+    space = model_observation_space(NUM_SKILLS)
+    cfg = parse_cfg([])
+    assert cfg.encoder_arch == DEFAULT_ENCODER_ARCH == "release"
+    model = create_actor_critic(cfg, space, gym.spaces.Discrete(23))
+    assert isinstance(model.encoder, ReleaseEncoder)
+    assert model.core.core.input_size == model.encoder.get_out_size() == 512 + 128 + 30 + NUM_SKILLS + 128
+    project = create_actor_critic(parse_cfg(["--encoder_arch", "project"]), space, gym.spaces.Discrete(23))
+    assert isinstance(project.encoder, CDGPT5Encoder) and project.encoder.get_out_size() == 512 + 79
+    # a configuration without the flag at all (sample-factory's own parser) builds the default too
+    assert isinstance(make_cdgpt5_encoder(SimpleNamespace(**SF_DEFAULTS), space), ReleaseEncoder)
+
+
+def _save_experiment(train_dir, experiment: str, drop: tuple[str, ...] = (), **values) -> None:
+    """A config.json as a training run leaves it (the whole configuration), without the keys ``drop``."""
+    import json
+
+    from rl_baseline.sf.cfg import parse_cfg
+
+    cfg = vars(parse_cfg(["--train_dir", str(train_dir), "--experiment", experiment]))
+    cfg.update(values)
+    saved = {k: v for k, v in cfg.items() if k not in drop}
+    (train_dir / experiment).mkdir(parents=True)
+    (train_dir / experiment / "config.json").write_text(json.dumps(saved, default=str))
+
+
+def test_saved_experiments_keep_their_encoder(tmp_path):
+    """config.json wins over the new default at resume and evaluation; one written before --encoder_arch
+    existed (when the project's encoder was the only one) means project; the command line still wins."""
+    from rl_baseline.sf.cfg import resolve_cfg, resolve_experiment_cfg
+
+    _save_experiment(tmp_path, "before_flag", drop=("encoder_arch",))
+    _save_experiment(tmp_path, "project_run", encoder_arch="project")
+    _save_experiment(tmp_path, "release_run", encoder_arch="release")
+    expected = {"before_flag": "project", "project_run": "project", "release_run": "release"}
+    for experiment, arch in expected.items():
+        evaluated = resolve_experiment_cfg(tmp_path / experiment, ["--eval_target", "gnomish"], files=False)
+        assert evaluated.encoder_arch == arch, experiment
+        resumed = resolve_cfg(["--train_dir", str(tmp_path), "--experiment", experiment], files=False)
+        assert resumed.encoder_arch == arch, experiment
+    given = ["--train_dir", str(tmp_path), "--experiment", "before_flag", "--encoder_arch", "release"]
+    assert resolve_cfg(given, files=False).encoder_arch == "release"
+    # a new experiment takes the default
+    assert resolve_cfg(["--train_dir", str(tmp_path), "--experiment", "new"], files=False).encoder_arch == "release"
+
+
+def test_unknown_encoder_arch_exits_with_status_2_naming_the_flag(capsys):
+    from rl_baseline.sf.cfg import parse_cfg
+
+    with pytest.raises(SystemExit) as exc:
+        parse_cfg(["--encoder_arch", "nope"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--encoder_arch" in err and "nope" in err and "release" in err
+
+
+@pytest.mark.slow
+def test_scripts_main_refuses_an_unknown_encoder_arch(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "scripts.main", "--encoder_arch", "nope", "--train_dir", str(tmp_path),
+                           "--experiment", "bad", "--device", "cpu"], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(repo)), timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "argument --encoder_arch: invalid choice: 'nope'" in proc.stderr
+    assert not (tmp_path / "bad").exists()
+
+
 def test_encoder_refuses_preprocessing_that_breaks_inputs():
     space = model_observation_space(NUM_SKILLS)
     with pytest.raises(ValueError, match="normalize_input"):
@@ -458,6 +594,7 @@ def test_sample_factory_actor_critic(nle_obs, sf_model_factory):
     parser, _ = parse_sf_args(argv)
     parser.set_defaults(**SF_DEFAULTS)
     cfg = parse_full_cfg(parser, argv)
+    cfg.encoder_arch = "project"  # the release's encoder is the default
     register_cdgpt5()
     register_cdgpt5()  # idempotent
     assert sf_model_factory.make_model_encoder_func.__name__ == "make_cdgpt5_encoder"

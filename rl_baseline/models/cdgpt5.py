@@ -3,7 +3,7 @@
 Inputs are the observation of :mod:`rl_baseline.models.obs`. Two layouts, chosen with
 ``--encoder_arch`` (:data:`ENCODER_ARCHS`):
 
-``project`` (default, :class:`CDGPT5Encoder`):
+``project`` (:class:`CDGPT5Encoder`, this repository's own, smaller network):
 
 - the 12x12 crop around the hero is rendered on the model's device to a
   72x72 RGB image through the cached glyph atlas, then a CNN reads it (the
@@ -19,9 +19,12 @@ The three feature vectors are concatenated and projected to
 features, skill one-hot) is then appended unchanged, as the release appended
 its normalised blstats: the recurrent core sees the skill directly.
 
-``release`` (:class:`ReleaseEncoder`): the layer shapes of the release's
-``nle_rgbcrop_encoder`` (sample-factory 1), so that its published weights can be
-loaded (:mod:`rl_baseline.sf.release_policy`); see that class.
+``release`` (the default, :class:`ReleaseEncoder`): the release's ``nle_rgbcrop_encoder``
+(sample-factory 1) layer for layer, so that its published weights can also be loaded
+(:mod:`rl_baseline.sf.release_policy`); see that class. It computes the release's function
+with two shortcuts tested against the layers as written (:meth:`ReleaseEncoder.forward_by_layers`):
+the message CNN runs on the bytes a message holds, not on its 256 zero-padded bytes, and the
+crop is rendered straight into channels-last memory.
 
 Sample-factory adds its own core (GRU with the paper's defaults) and
 action/value heads; the core's input size is ``encoder.get_out_size()``.
@@ -36,8 +39,8 @@ actor-critic factory that adapts sample-factory's flags accordingly (so the
 paper's ``--obs_scale 255`` works); an encoder built directly with settings
 that would corrupt its inputs refuses them with an error naming the flag.
 
-One module on purpose (about 580 lines): the encoder's layers, its fast inference path (tested
-against the pixel path) and its sample-factory registration describe one network.
+One module on purpose (about 730 lines): the two encoders' layers, their fast paths (tested
+against the layers as written) and their sample-factory registration describe one network.
 """
 from __future__ import annotations
 
@@ -74,6 +77,8 @@ _SPACE: int = ord(" ")
 
 #: Values of ``--encoder_arch``.
 ENCODER_ARCHS: tuple[str, ...] = ("project", "release")
+#: ``--encoder_arch``'s default (``rl_baseline.sf.cfg``); a configuration without the flag builds it
+DEFAULT_ENCODER_ARCH: str = "release"
 
 
 @dataclass
@@ -487,17 +492,27 @@ class ReleaseEncoder(Encoder):
         )
         return raw * self.stats_scale
 
+    def pixels(self, crop_chars: torch.Tensor, crop_colors: torch.Tensor) -> torch.Tensor:
+        """:meth:`render`'s image as the crop CNN reads it: float [B, 3, 72, 72] divided by 255, in
+        channels-last memory (the tiles are copied once into place; the convolutions run faster on it)."""
+        chars = torch.cat([torch.full_like(crop_chars[:, :1], _SPACE), crop_chars[:, :-1]], dim=1)
+        colors = torch.cat([torch.zeros_like(crop_colors[:, :1]), crop_colors[:, :-1]], dim=1)
+        b, h, w = chars.shape
+        tiles = self.atlas[(chars.long() & 255) * NUM_COLORS + (colors.long() & 15)]  # [B, H, W, cell, cell, 3]
+        image = tiles.permute(0, 1, 3, 2, 4, 5).reshape(b, h * CELL, w * CELL, 3).permute(0, 3, 1, 2)
+        return image.float() * (1.0 / 255.0)
+
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
-        rgb = self.render(obs_dict["crop_chars"], obs_dict["crop_colors"]).float() * (1.0 / 255.0)
-        crop = self.crop_fc(self.crop_cnn(rgb))
+        crop = self.crop_fc(self.crop_cnn(self.pixels(obs_dict["crop_chars"], obs_dict["crop_colors"])))
         stats_in = self.stats_input(obs_dict)
         stats = self.stats_mlp(stats_in)
         msg = self.msg_fc(self.message_features(obs_dict["message"]))
         return torch.cat([crop, stats, stats_in, msg], dim=1)
 
     def forward_by_layers(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
-        """:meth:`forward` with the message CNN run over all 256 bytes of every message, as the release
-        wrote it: the same function, slower; the reference :meth:`message_features` is tested against."""
+        """:meth:`forward` as the release wrote it: the rendered crop in plain memory layout, the message
+        CNN over all 256 bytes of every message. The same function, slower; the reference
+        :meth:`pixels` and :meth:`message_features` are tested against."""
         rgb = self.render(obs_dict["crop_chars"], obs_dict["crop_colors"]).float() * (1.0 / 255.0)
         crop = self.crop_fc(self.crop_cnn(rgb))
         stats_in = self.stats_input(obs_dict)
@@ -600,7 +615,7 @@ class ReleaseEncoder(Encoder):
         for i in range(len(edges)):
             rows = (bucket == i).nonzero().squeeze(1)
             if i > 0:
-                rows = torch.cat([carried, rows]) if carried.numel() else rows
+                rows = torch.cat([carried, rows]).sort().values if carried.numel() else rows  # in batch order
                 if rows.numel() < self.MESSAGE_BUCKET_MIN_ROWS and i + 1 < len(edges):
                     carried = rows
                     continue
@@ -644,7 +659,7 @@ def _check_sf_cfg(cfg: Any, obs_space: Any) -> None:
 
 def make_cdgpt5_encoder(cfg: Any, obs_space: Any) -> Encoder:
     """Encoder factory for sample-factory's model factory: ``--encoder_arch`` picks the layout."""
-    arch = getattr(cfg, "encoder_arch", "project") or "project"
+    arch = getattr(cfg, "encoder_arch", None) or DEFAULT_ENCODER_ARCH
     if arch == "project":
         return CDGPT5Encoder(cfg, obs_space)
     if arch == "release":

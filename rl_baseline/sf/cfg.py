@@ -271,10 +271,11 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     add_llm_meta_policy_args(p)
     add_baseline_args(p)
     # model
-    g.add_argument("--encoder_arch", type=str, default="project", choices=("project", "release"),
-                   help="policy encoder layout: project (this repository's CDGPT5 encoder) or release (the "
-                        "release's nle_rgbcrop_encoder layer shapes, needed to run its converted weights, see "
-                        "scripts/convert_release_policy.py)")
+    g.add_argument("--encoder_arch", type=str, default="release", choices=("project", "release"),
+                   help="policy encoder layout: release (the default: the release's nle_rgbcrop_encoder layer for "
+                        "layer, which also runs its converted weights, see scripts/convert_release_policy.py) or "
+                        "project (this repository's smaller CDGPT5 encoder); a saved experiment keeps its own, "
+                        "and one saved without this flag is project")
 
 
 def _translate_argv(argv: Sequence[str]) -> list[str]:
@@ -407,6 +408,22 @@ def _skill_policy_config_dir(cfg: argparse.Namespace) -> Optional[str]:
     return str(dirs[0]) if dirs else None
 
 
+#: flags whose default changed, with what a saved ``config.json`` written before the flag existed meant
+#: (sample-factory fills a key missing from the file with today's default; these keep the old meaning)
+SAVED_BEFORE_FLAG: dict[str, Any] = {"encoder_arch": "project"}
+
+
+def _keep_saved_meanings(merged: Any, path: str) -> None:
+    """Sets the :data:`SAVED_BEFORE_FLAG` keys that the saved ``config.json`` at ``path`` does not hold."""
+    import json
+
+    with open(path, encoding="utf-8") as fh:
+        saved = json.load(fh)
+    for key, value in SAVED_BEFORE_FLAG.items():
+        if key not in saved:
+            merged[key] = value
+
+
 def _with_saved_experiment(cfg: argparse.Namespace, required: bool,
                            config_dir: Optional[str] = None) -> argparse.Namespace:
     """The saved ``{train_dir}/{experiment}/config.json`` (or ``{config_dir}/config.json``) with this command's
@@ -433,6 +450,7 @@ def _with_saved_experiment(cfg: argparse.Namespace, required: bool,
         merged = load_from_checkpoint(source)
     except Exception as exc:  # sample-factory raises a bare Exception for an unreadable config.json
         raise ConfigError(f"{path}: cannot be read ({exc})") from exc
+    _keep_saved_meanings(merged, path)
     for key, value in {**invocation, **explicit}.items():
         merged[key] = value
     if config_dir is not None:  # the results go to this command's experiment, not to the skill network's
