@@ -166,7 +166,8 @@ PRESETS: dict[str, dict] = {
                   # 8 games per worker: inference batches twice as large, about 1.5x the env steps/s of 4
                   # on 2 cores (python -m bench.train_throughput --num_envs_per_worker 4 / 8)
                   num_envs_per_worker=8, skill_report_episodes=3),
-    # the largest run that shows learning on 2 CPU cores in about 90 minutes: 2000 pairs per skill,
+    # the largest run that shows learning on 2 CPU cores in about 90 minutes (with --encoder_arch project; the
+    # default release network trains about 1.4x slower, so about 2 hours): 2000 pairs per skill,
     # 5M env steps of skill training, then the skill report (trained vs untrained vs random)
     "learn": dict(out_dir="train_dir/pipeline_learn", num_pairs=2000, reward_epochs=10, train_for_env_steps=5_000_000,
                   max_episode_steps=1000, eval_episodes=10, eval_num_envs=10, experiment="learn",

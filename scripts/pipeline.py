@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--preset", choices=tuple(PRESETS), default="smoke",
                    help="smoke: every phase at toy scale on CPU (about 3 minutes); learn: the largest run that shows "
-                        "learning on 2 CPU cores (about 90 minutes, ends with the skill report); ci: smaller than "
+                        "learning on 2 CPU cores (about 2 hours with the default release network, 90 minutes with this "
+                        "project's encoder; ends with the skill report); ci: smaller than "
                         "smoke; paper: print the full plan")
     p.add_argument("--out_dir", default=None,
                    help="where a smoke/ci run writes everything (default: train_dir/pipeline_{preset}); "
