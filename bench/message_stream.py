@@ -47,9 +47,9 @@ def main() -> None:
 
     from common.nethack.actions import ACTION_NAMES
     from common.nethack.messages import decode_message
-    from rl_baseline.sf.cfg import DEFAULT_QUANTILES, SkillEnvConfig, parse_quantiles, parse_reward_dirs
     from rl_baseline.collect.config import ExplorerConfig
     from rl_baseline.collect.explorer import ExplorerPolicy
+    from rl_baseline.sf.cfg import DEFAULT_QUANTILES, SkillEnvConfig, parse_quantiles, parse_reward_dirs
     from rl_baseline.sf.env import build_skill_env
 
     dirs = parse_reward_dirs(args.reward_dir)

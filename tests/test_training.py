@@ -629,7 +629,7 @@ def test_skill_one_hot_reaches_the_network(trained):
     from sample_factory.model.model_utils import get_rnn_size
 
     from rl_baseline.models.obs import model_observation, model_observation_space
-    from rl_baseline.sf.cfg import parse_cfg, resolve_cfg
+    from rl_baseline.sf.cfg import resolve_cfg
     from rl_baseline.sf.env import make_base_env, register_envs
 
     tmp, base, _, proc = trained
@@ -730,7 +730,7 @@ def test_bad_reward_configuration_fails_before_workers(trained, case):
 
 
 def test_a_threshold_not_above_zero_is_a_warning_naming_the_reward_model(trained, tmp_path, caplog):
-    from rl_baseline.sf.cfg import parse_cfg, resolve_cfg
+    from rl_baseline.sf.cfg import resolve_cfg
 
     _, _, dirs, _ = trained
     bunched = tmp_path / "llama3_descender_default"
@@ -960,10 +960,8 @@ def test_release_learner_defaults_and_reward_scale_on_the_game_reward_only():
 
 
 def test_progress_runs_need_no_reward_model_and_the_release_timing_is_the_default():
-    from rl_baseline.sf.cfg import SkillEnvConfig
+    from rl_baseline.sf.cfg import SkillEnvConfig, parse_cfg, resolve_cfg
     from rl_baseline.sf.env import build_skill_env
-
-    from rl_baseline.sf.cfg import parse_cfg, resolve_cfg
 
     cfg = resolve_cfg(["--skill_reward", "progress", "--reward_dir", "['missing']"], saved=False)
     assert cfg.reward_dirs == [] and cfg.llm_reward == 0.1

@@ -43,7 +43,11 @@ def encode_message(text: str | bytes) -> np.ndarray:
 #: ``--More--`` whose dismissal leaves the top line empty or showing the next message, so the
 #: step's observation would lose the one message that says what happened. As in the authors'
 #: release, the message shown before the ``--More--`` becomes the step's message.
-KEPT_OVER_MORE: tuple[bytes, ...] = (b"You descend the stairs.", b"You climb up the stairs", b"You are frozen")
+DESCENT_MESSAGE = b"You descend the stairs."
+KEPT_OVER_MORE: tuple[bytes, ...] = (DESCENT_MESSAGE, b"You climb up the stairs", b"You are frozen")
+#: what NetHack says when the hero bumps into a wall with its ``mention_walls`` option (off in the release's
+#: options, and so here)
+WALL_MESSAGES: tuple[bytes, ...] = (b"It's a wall.", b"It's solid stone.")
 
 
 def kept_over_more(message: np.ndarray | bytes, kept: tuple[bytes, ...] = KEPT_OVER_MORE) -> bool:

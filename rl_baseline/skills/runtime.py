@@ -28,12 +28,12 @@ import gymnasium as gym
 import numpy as np
 
 from common.nethack import blstats as B
-from common.nethack.messages import message_bytes
+from common.nethack.messages import DESCENT_MESSAGE, WALL_MESSAGES, message_bytes
 from common.vocabulary import NUM_SKILLS, SKILLS
 from rl_baseline.envs.seeding import training_game_seed
 from rl_baseline.skills import REWARD_TIMINGS, SKILL_REWARDS
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward
-from rl_baseline.tasks.skill_measures import MAIN_MEASURE, PROGRESS_MEASURE, SkillMeasures
+from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SkillMeasures
 from rlaif.reward_model import clip_depth_change
 
 logger = logging.getLogger(__name__)
@@ -44,10 +44,6 @@ NO_ITEM_CLASS = 18  # NLE's inv_oclasses value for an empty inventory slot
 ObservationFn = Callable[[dict, int, int], dict]
 
 
-
-#: NetHack's messages for bumping into a wall (its mention_walls option, off in the release's options)
-WALL_MESSAGES = (b"It's a wall.", b"It's solid stone.")
-DESCENT_MESSAGE = b"You descend the stairs."
 
 #: Side of the initiation window and the hero's cell in it (row, column).
 WINDOW_SIZE = 7
@@ -263,8 +259,8 @@ class SkillRuntime(gym.Wrapper):
             raise ValueError(f"skill_reward must be one of {SKILL_REWARDS}, got {skill_reward!r}")
         self.reward_timing = reward_timing
         self.skill_reward = skill_reward
-        # release timing: (skill id, message bytes, depth change) of the observation the next action is
-        # chosen on, scored when that action's step comes back
+        # release timing: (skill id, message bytes, depth change, arrived by the stairs) of the observation
+        # the next action is chosen on, scored when that action's step comes back
         self._scored_next: tuple[int, bytes, int, bool] = (0, b"", 0, False)
         # sample-factory's training run (its --seed): reset(seed=env index) plays that run's own game
         # (rl_baseline.envs.seeding.training_game_seed); None outside training, where seeds are the games'
