@@ -20,7 +20,7 @@ the request's messages and of the reply; not a tokenizer's), so clients read ``u
 from a real server.
 
 ``garbage`` mode answers every question with text that has no label. Every request is appended to
-``--log`` (one JSON line per request) when given, so tests can count what was asked.
+``--log`` (one JSON line per answered request) when given, so tests can count what was asked.
 """
 from __future__ import annotations
 
@@ -109,12 +109,12 @@ def serve(port: int, model: str, mode: str, delay: float = 0.0, log: str | None 
             usage = {"prompt_tokens": sum(len(str(m.get("content", "")).split()) for m in body.get("messages", [])),
                      "completion_tokens": len(text.split())}
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-            if log:
-                with lock, open(log, "a") as fh:
-                    fh.write(json.dumps({"prompt": prompt, "answer": text, "usage": usage}) + "\n")
             self._send(200, {"id": "x", "object": "chat.completion", "created": int(time.time()), "model": model,
                              "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                           "finish_reason": "stop"}], "usage": usage})
+            if log:  # after the reply: a server killed mid-request has not answered it, and does not log it
+                with lock, open(log, "a") as fh:
+                    fh.write(json.dumps({"prompt": prompt, "answer": text, "usage": usage}) + "\n")
 
     ThreadingHTTPServer.request_queue_size = 128  # the annotator sends a batch of requests at once
     httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
@@ -130,5 +130,5 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="normal", choices=("normal", "garbage"),
                    help="normal: rule-based answers; garbage: answers without a label (default: %(default)s)")
     p.add_argument("--delay", type=float, default=0.0, help="seconds each answer takes (default: %(default)s)")
-    p.add_argument("--log", default=None, help="append every request to this JSON-lines file")
+    p.add_argument("--log", default=None, help="append every answered request to this JSON-lines file (written after the reply)")
     return p
