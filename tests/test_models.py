@@ -33,6 +33,18 @@ from rl_baseline.models.obs import (
 SPACE = ord(" ")
 
 
+
+def assert_same_outputs_and_gradients(enc, fast, reference, atol: float, rtol: float) -> None:
+    """A shortcut of an encoder computes its reference's outputs (to 1e-5) and parameter gradients."""
+    assert torch.allclose(fast, reference, atol=1e-5), (fast - reference).abs().max()
+    weights = torch.randn_like(fast)
+    grads_fast = torch.autograd.grad((fast * weights).sum(), list(enc.parameters()), allow_unused=True)
+    grads_ref = torch.autograd.grad((reference * weights).sum(), list(enc.parameters()), allow_unused=True)
+    for (name, _), a, b in zip(enc.named_parameters(), grads_fast, grads_ref):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert torch.allclose(a, b, atol=atol, rtol=rtol), (name, (a - b).abs().max())
+
 def _make_env():
     try:
         from rl_baseline.envs import make_monk_env
@@ -339,16 +351,7 @@ def test_fast_encoder_is_the_pixel_encoder(lengths):
     same gradients as rendering the crop to pixels and reading all 256 message bytes."""
     enc = _encoder().train()
     batch = _random_batch(lengths, seed=len(lengths))
-    fast = enc(batch)
-    reference = enc.forward_by_pixels(batch)
-    assert torch.allclose(fast, reference, atol=1e-5), (fast - reference).abs().max()
-    weights = torch.randn_like(fast)
-    grads_fast = torch.autograd.grad((fast * weights).sum(), list(enc.parameters()), allow_unused=True)
-    grads_ref = torch.autograd.grad((reference * weights).sum(), list(enc.parameters()), allow_unused=True)
-    for (name, _), a, b in zip(enc.named_parameters(), grads_fast, grads_ref):
-        assert (a is None) == (b is None), name
-        if a is not None:
-            assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), (name, (a - b).abs().max())
+    assert_same_outputs_and_gradients(enc, enc(batch), enc.forward_by_pixels(batch), atol=1e-5, rtol=1e-4)
 
 
 def test_inference_caches_follow_weight_updates():
@@ -461,16 +464,7 @@ def test_release_encoder_fast_path_is_the_layers_as_written(lengths):
         batch["message"][0, 3] = 0  # a zero byte inside a message counts as part of it
     pixels = enc.pixels(batch["crop_chars"], batch["crop_colors"])
     assert torch.equal(pixels, enc.render(batch["crop_chars"], batch["crop_colors"]).float() * (1.0 / 255.0))
-    fast = enc(batch)
-    reference = enc.forward_by_layers(batch)
-    assert torch.allclose(fast, reference, atol=1e-5), (fast - reference).abs().max()
-    weights = torch.randn_like(fast)
-    grads_fast = torch.autograd.grad((fast * weights).sum(), list(enc.parameters()), allow_unused=True)
-    grads_ref = torch.autograd.grad((reference * weights).sum(), list(enc.parameters()), allow_unused=True)
-    for (name, _), a, b in zip(enc.named_parameters(), grads_fast, grads_ref):
-        assert (a is None) == (b is None), name
-        if a is not None:
-            assert torch.allclose(a, b, atol=1e-4, rtol=1e-3), (name, (a - b).abs().max())
+    assert_same_outputs_and_gradients(enc, enc(batch), enc.forward_by_layers(batch), atol=1e-4, rtol=1e-3)
 
 
 def test_release_encoder_padding_cache_follows_weight_updates():
