@@ -18,7 +18,9 @@ Backends:
   model id; token from ``api_key_env`` (default ``HF_TOKEN``, or the usual Hugging Face login).
 * ``transformers`` (alias ``hf-local``): a local ``AutoModelForCausalLM`` on ``device``
   (``cpu``, ``cuda``, ``cuda:1``; default CUDA when available) or spread over GPUs with
-  ``device_map="auto"``; batched generation with the tokenizer's chat template.
+  ``device_map="auto"``; batched generation with the tokenizer's chat template. ``--model smollm2-135m``
+  (or a ``.gguf`` path) loads a named local model's GGUF file (:mod:`common.local_models`).
+* ``llamacpp``: a GGUF model in-process through llama.cpp (``llama-cpp-python``), e.g. ``smollm2-135m``.
 * ``replay``: the assistant turns of a recorded transcript (JSONL), in order (tests, smoke runs).
 * ``random``: random preference answers (seeded), for baselines and tests.
 * ``heuristic``: a rule-based stand-in for the LLM, registered by :mod:`rlaif.heuristic`
@@ -28,7 +30,8 @@ Backends:
 
 Token usage: :meth:`Backend.complete` returns :class:`Completion` objects, the reply with the
 prompt and completion token counts where the backend knows them exactly (``openai``: the server's
-``usage``; ``hf``: the endpoint's ``usage``; ``vllm`` and ``transformers``: the tokenizer's counts);
+``usage``; ``hf``: the endpoint's ``usage``; ``vllm`` and ``transformers``: the tokenizer's counts;
+``llamacpp``: llama.cpp's ``usage``);
 the rule-based, random and replay backends report none (``None``), and callers that need a count
 then approximate it (:mod:`rl_baseline.llm_policy.client`).
 
@@ -36,7 +39,7 @@ The model ids of the paper's two models live here once: :data:`ANNOTATOR_MODEL` 
 and :data:`CODER_MODEL` (code generation); Motif's Llama 2 annotators in :data:`MOTIF_ANNOTATOR_MODELS`; the
 annotator-scale ablation's Llama 3.1 sizes in :data:`ANNOTATOR_MODELS_BY_SIZE`.
 
-One module on purpose (about 500 lines): it is the one client, and each backend is a short class
+One module on purpose (about 650 lines): it is the one client, and each backend is a short class
 behind the same two methods; splitting them would scatter what a reader compares.
 """
 from __future__ import annotations
@@ -51,12 +54,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from common.local_models import (
+    LLAMA_CPP_INSTALL,
+    LocalModelError,
+    gguf_token_ids,
+    is_local_model,
+    local_model_file,
+)
+
 logger = logging.getLogger(__name__)
 
 Conversation = list[dict[str, str]]
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
-BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "heuristic", "random", "replay")
+BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "llamacpp", "heuristic", "random", "replay")
 #: The paper's annotator (Llama 3.1 70B Instruct) and code generator (Llama 3.1 405B Instruct), as
 #: Hugging Face names them.
 ANNOTATOR_MODEL = "meta-llama/Llama-3.1-70B-Instruct"
@@ -441,15 +452,27 @@ class TransformersBackend(Backend):
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if str(self.device).startswith("cuda") and not torch.cuda.is_available():
             raise BackendError(f"--device {self.device}: no CUDA GPU is visible; use --device cpu")
-        self.tokenizer = AutoTokenizer.from_pretrained(model)
+        source, load = model, {}
+        if is_local_model(model):  # a named local model or a GGUF file: transformers dequantises it
+            gguf_path = _local_file(model)
+            source, load = str(gguf_path.parent), {"gguf_file": gguf_path.name}
+            dtype = "float32" if dtype == "auto" else dtype
+        self.tokenizer = AutoTokenizer.from_pretrained(source, **load)
         self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
         if device_map is not None:
-            self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, device_map=device_map).eval()
+            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, device_map=device_map, **load).eval()
             self.device = str(self.model.device)
         else:
-            self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(self.device).eval()
+            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **load).to(self.device).eval()
+        if load:  # the file's own end-of-turn and padding ids (see local_models.gguf_token_ids)
+            ids = gguf_token_ids(gguf_path)
+            if "eos" in ids:
+                self.tokenizer.eos_token = self.tokenizer.convert_ids_to_tokens(ids["eos"])
+                self.model.generation_config.eos_token_id = ids["eos"]
+            if "padding" in ids:
+                self.tokenizer.pad_token = self.tokenizer.convert_ids_to_tokens(ids["padding"])
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model_name = model
         if self.sampling.seed is not None:
             torch.manual_seed(self.sampling.seed)
@@ -480,6 +503,61 @@ class TransformersBackend(Backend):
 
     def describe(self) -> str:
         return f"transformers ({self.model_name} on {self.device})"
+
+
+def _local_file(model: str) -> Path:
+    try:
+        return local_model_file(model)
+    except LocalModelError as exc:
+        raise BackendError(str(exc)) from exc
+
+
+class LlamaCppBackend(Backend):
+    """A GGUF model in-process through llama.cpp (``llama-cpp-python``): a named local model
+    (:data:`common.local_models.LOCAL_MODELS`) or a ``.gguf`` path. One conversation at a time, each on
+    ``n_threads`` threads (llama.cpp's default: all cores); the chat template is the file's own."""
+
+    name = "llamacpp"
+
+    def __init__(
+        self,
+        model: str = "smollm2-135m",
+        sampling: SamplingConfig | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        **_: Any,
+    ) -> None:
+        try:
+            import llama_cpp
+        except ImportError as exc:
+            raise BackendError(f"the llamacpp backend needs llama-cpp-python ({exc}): {LLAMA_CPP_INSTALL}") from exc
+        path = _local_file(model)
+        self.sampling = sampling or SamplingConfig()
+        seed = self.sampling.seed if self.sampling.seed is not None else llama_cpp.LLAMA_DEFAULT_SEED
+        self._llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False)
+        self.model_name = model
+
+    def generate(self, conversations: Sequence[Conversation]) -> list[str]:
+        return [c.text for c in self.complete(conversations)]
+
+    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
+        s, out = self.sampling, []
+        for conv in conversations:
+            try:
+                r = self._llm.create_chat_completion(
+                    messages=conv, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_tokens
+                )
+            except ValueError as exc:  # llama.cpp's "Requested tokens (...) exceed context window"
+                raise BackendError(f"{self.describe()}: {exc}") from exc
+            prompt_tokens, completion_tokens = _usage_counts(r.get("usage"))
+            out.append(Completion(r["choices"][0]["message"]["content"] or "", prompt_tokens, completion_tokens))
+        return out
+
+    def close(self) -> None:
+        self._llm.close()
+
+    def describe(self) -> str:
+        return f"llamacpp ({self.model_name})"
 
 
 def _chat_text(tokenizer: Any, conversation: Conversation) -> str:
@@ -558,6 +636,7 @@ _FACTORIES: dict[str, Callable[..., Backend]] = {
     "hf": HFInferenceBackend,
     "transformers": TransformersBackend,
     "hf-local": TransformersBackend,
+    "llamacpp": LlamaCppBackend,
     "random": RandomBackend,
     "replay": ReplayBackend,
 }
