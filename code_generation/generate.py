@@ -26,7 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from code_generation.prompts import TaskPrompts, existing_class_source, extract_code, parse_verdict
+from code_generation.prompts import (
+    TaskPrompts,
+    existing_class_source,
+    extract_code,
+    no_code_feedback,
+    parse_verdict,
+)
 from code_generation.sandbox import POLICY_METHODS, SandboxLimits, SandboxResult, run_in_sandbox, split_unit_test
 from common.atomic_io import atomic_write_text
 from common.llm import Backend, Message
@@ -126,7 +132,7 @@ def _refine(conv: _Conversation, prompts: TaskPrompts, config: GenerationConfig,
         answer = conv.ask(prompt, prompt_kind, round_)
         code = extract_code(answer)
         if code is None:
-            output = "Your answer contained no ```python code block, so nothing could be run."
+            output = no_code_feedback(answer)
             conv.transcript.write(kind="sandbox", round=round_, ok=False, output=output)
             prompt, prompt_kind = prompts.rewrite_text(output), "rewrite"
             continue
@@ -174,9 +180,10 @@ def _generate_skill_functions(client: Backend, prompts: TaskPrompts, config: Gen
     )
     required = {"skill_precondition": 4, "skill_termination": 5}
     for round_ in range(1, config.max_iters + 1):
-        code = extract_code(conv.ask(prompt, "skill_functions", round_))
+        answer = conv.ask(prompt, "skill_functions", round_)
+        code = extract_code(answer)
         if code is None:
-            output = "Your answer contained no ```python code block."
+            output = no_code_feedback(answer)
             ok = False
         else:
             module_part = split_unit_test(code)[0]

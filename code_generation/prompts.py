@@ -144,6 +144,16 @@ def extract_code(answer: str) -> str | None:
     return (with_class or blocks)[-1]
 
 
+def no_code_feedback(answer: str) -> str:
+    """What the model is told when :func:`extract_code` finds no block: an opened but unclosed block
+    (usually an answer cut at the token limit) is named as such."""
+    if re.search(r"```[ \t]*(?:python|py|Python)?[ \t]*\n", answer) and answer.count("```") % 2 == 1:
+        return ("Your answer opened a ```python code block but never closed it (it may have been cut at the "
+                "answer's token limit), so nothing could be run. Give the whole class again, shorter, in one "
+                "closed ```python block.")
+    return "Your answer contained no ```python code block, so nothing could be run."
+
+
 _VERDICT = re.compile(r"VERDICT\s*:\s*\**\s*(YES|NO)\b", re.IGNORECASE)
 
 

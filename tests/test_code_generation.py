@@ -97,6 +97,25 @@ def test_extract_code_and_verdict():
     assert parse_verdict("hmm") is None
 
 
+def test_an_answer_cut_inside_its_code_block_is_named_as_such(tmp_path, capsys):
+    """A small model's answer cut at --max_tokens opens a block it never closes; the rewrite prompt says so
+    (it said "no code block", which the model cannot act on)."""
+    replay = _replay_file(tmp_path / "recorded.jsonl", [
+        "Here is the class.\n```python\nclass NetHackPlayer:\n    def __init__(self, max_depth",  # cut short
+        "I have no code for you.",
+        _answer(GNOMISH),
+        "Every trace reaches the Mines as planned.\nVERDICT: YES",
+    ])
+    out = tmp_path / "gen"
+    rc = generate_code.main(["--task", "gnomish", "--seed", "42", "--backend", "replay", "--replay", str(replay),
+                             "--out_dir", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    rewrites = [r["content"] for r in _records(out / "gnomish" / "_seed42" / "transcript.jsonl")
+                if r["kind"] == "rewrite" and r["role"] == "user"]
+    assert "opened a ```python code block but never closed it" in rewrites[0]
+    assert "contained no ```python code block" in rewrites[1]
+
+
 def test_replay_navigation_task_repairs_a_rejected_first_attempt(tmp_path, capsys):
     replay = _replay_file(tmp_path / "recorded.jsonl", [
         _answer("import os\n" + GNOMISH),  # refused by the code check

@@ -258,6 +258,11 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--llm_server_wait_s", type=float, default=600.0,
                    help="seconds training waits at start for the server to serve --llm_model, then exits (status 2)")
     o.add_argument("--llm_batch_size", type=int, default=100, help="messages (or pairs) per round of requests")
+    o.add_argument("--llm_max_tokens", type=int, default=4096,
+                   help="reply length cap per request (ONI's 4096; a small local model rambles to it, so 256 is plenty "
+                        "there)")
+    o.add_argument("--llm_concurrency", type=int, default=16,
+                   help="requests in flight at once (a one-slot server such as llama.cpp's answers them in turn)")
     o.add_argument("--goal_key", type=str, default="defaultgoal", choices=GOAL_KEYS,
                    help="the goal the LLM judges progress against (the skill environment uses each skill's description)")
     o.add_argument("--classification_threshold", type=float, default=0.5,
@@ -668,7 +673,7 @@ def check_flags(cfg: argparse.Namespace) -> None:
             raise ConfigError(f"--llm_reward_type {reward_type} labels messages with an LLM server: pass "
                               "--llm_server_addr HOST (and --llm_server_port, default 9001); start one with "
                               "scripts/launch_llm_server.sh")
-        for name in ("llm_batch_size", "reward_model_batch_size"):
+        for name in ("llm_batch_size", "reward_model_batch_size", "llm_max_tokens", "llm_concurrency"):
             if int(getattr(cfg, name)) < 1:
                 raise ConfigError(f"--{name} must be at least 1, got {getattr(cfg, name)}")
         if not 0.0 <= float(cfg.classification_threshold) <= 1.0:

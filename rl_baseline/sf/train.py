@@ -170,7 +170,8 @@ def start_online_annotation(cfg: Any) -> Any:
         raise ConfigError(str(exc)) from exc
     config = AnnotatorConfig(
         store_dir=cfg.online_store_dir, reward_type=cfg.llm_reward_type, server_url=url, model=cfg.llm_model,
-        goals=online_goals(cfg), batch_size=int(cfg.llm_batch_size), reward_model_lr=float(cfg.reward_model_lr),
+        goals=online_goals(cfg), batch_size=int(cfg.llm_batch_size), max_tokens=int(cfg.llm_max_tokens),
+        concurrency=int(cfg.llm_concurrency), reward_model_lr=float(cfg.reward_model_lr),
         reward_model_batch_size=int(cfg.reward_model_batch_size), seed=int(cfg.seed or 0))
     return AnnotatorProcess(config).start()
 
