@@ -20,6 +20,8 @@ def readme_commands() -> list[list[str]]:
     for block in blocks:
         for line in block.replace("\\\n", " ").splitlines():
             argv = shlex.split(line, comments=True)
+            if argv and argv[-1] == "&":  # started in the background: the shell's, not an argument
+                argv = argv[:-1]
             if argv[:2] == ["python", "-m"] and argv[2].startswith("scripts."):
                 commands.append(argv)
             elif len(argv) > 1 and argv[0] == "python" and re.fullmatch(r"scripts/\w+\.py", argv[1]):
