@@ -15,7 +15,7 @@ from common.llm import CODER_MODEL, BackendError, make_backend
 from common.vocabulary import ALL_TASKS
 
 # the backends that can write code (the annotation stand-ins cannot)
-CODE_BACKENDS = ("hf", "openai", "transformers", "vllm", "replay")
+CODE_BACKENDS = ("hf", "openai", "transformers", "llamacpp", "vllm", "replay")
 
 
 def build_parser() -> argparse.ArgumentParser:

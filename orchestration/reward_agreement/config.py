@@ -13,7 +13,7 @@ from common.vocabulary import SKILLS
 COLLECT_MODES: tuple[str, ...] = ("skill", "exploration")
 PAIR_SAMPLINGS: tuple[str, ...] = ("uniform", "collector")
 #: backends that are language models (the others are stand-ins: rules or coin flips)
-LLM_BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "hf-local")
+LLM_BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "hf-local", "llamacpp")
 OUT_DIRNAME = "reward_agreement"
 
 

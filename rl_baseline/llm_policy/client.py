@@ -39,7 +39,7 @@ from common.llm import CODER_MODEL, Backend, BackendError, Completion, Conversat
 logger = logging.getLogger(__name__)
 
 #: backends that call a language model (the others are stand-ins, recordings or random)
-LLM_BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers")
+LLM_BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "llamacpp")
 POLICY_BACKENDS: tuple[str, ...] = LLM_BACKENDS + ("replay", "stand_in")
 CHARS_PER_TOKEN = 4.0
 TOKENS_PER_MESSAGE = 4
