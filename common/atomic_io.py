@@ -15,8 +15,26 @@ from typing import Any, Callable
 import numpy as np
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (``os.umask`` can only be read
+    by setting it, which races with other threads creating files)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, writer: Callable[[Path], None]) -> Path:
-    """``writer(tmp)`` writes a temporary file next to ``path``, which then replaces ``path`` in one step."""
+    """``writer(tmp)`` writes a temporary file next to ``path``, which then replaces ``path`` in one step.
+
+    The file gets the permissions a plain ``open`` would give it (0666 less the umask), not ``mkstemp``'s
+    private 0600, so the rest of a lab group can read a shared run."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # same folder (so the rename is atomic), and a name no reader takes for the file itself
@@ -24,6 +42,7 @@ def atomic_write(path: str | os.PathLike, writer: Callable[[Path], None]) -> Pat
     os.close(fd)
     try:
         writer(Path(tmp))
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

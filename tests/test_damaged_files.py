@@ -468,3 +468,27 @@ def test_the_skill_policys_files_damaged_are_refused_by_name(trained_run, tmp_pa
         else:
             path.write_bytes(damage_bytes(path.read_bytes(), kind))
         check_refused(reader, run_dir, kind)
+
+
+# ------------------------------------------------------------------ permissions
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_files_written_whole_get_the_umasks_permissions(tmp_path, mask, mode) -> None:
+    """As a plain open() would: under umask 022 a preference file is 0644, readable by a lab group (it was
+    mkstemp's 0600 whatever the umask)."""
+    import stat
+
+    from common.atomic_io import atomic_write_json, current_umask
+    from rlaif.preferences import save_preferences
+
+    old = os.umask(mask)
+    try:
+        assert current_umask() == mask
+        path = tmp_path / "preference" / "llama3_descender_default.npy"
+        save_preferences(path, np.zeros(4, np.int32))
+        written_json = atomic_write_json(tmp_path / "meta.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+    assert stat.S_IMODE(written_json.stat().st_mode) == mode
