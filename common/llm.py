@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from common.flag_checks import FlagError, check_llm_client
 from common.local_models import (
     LLAMA_CPP_INSTALL,
     LocalModelError,
@@ -209,6 +210,13 @@ class ReplayBackend(Backend):
 # --------------------------------------------------------------------------- remote backends
 
 
+def _check_client(concurrency: Any, timeout: Any, max_retries: Any) -> None:
+    try:
+        check_llm_client(concurrency, timeout, max_retries)
+    except FlagError as exc:
+        raise BackendError(str(exc)) from exc
+
+
 def _usage_counts(usage: Any) -> tuple[Optional[int], Optional[int]]:
     """``(prompt_tokens, completion_tokens)`` of an OpenAI-style ``usage`` (a dict or an object), or Nones."""
     if usage is None:
@@ -272,6 +280,7 @@ class OpenAIBackend(Backend):
 
         if not base_url:
             raise BackendError("the openai backend needs --base_url (e.g. http://localhost:8000/v1)")
+        _check_client(concurrency, timeout, max_retries)
         self._requests = requests
         self.url = chat_completions_url(base_url)
         self.model = model
@@ -283,7 +292,7 @@ class OpenAIBackend(Backend):
         key = api_key or (os.environ.get(api_key_env) if api_key_env else None) or os.environ.get("OPENAI_API_KEY")
         if key:
             self._session.headers["Authorization"] = f"Bearer {key}"
-        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+        self._pool = ThreadPoolExecutor(max_workers=int(concurrency))
         if check_connection:
             self._check_connection()
 
@@ -371,6 +380,7 @@ class HFInferenceBackend(Backend):
     ) -> None:
         from huggingface_hub import InferenceClient
 
+        _check_client(concurrency, timeout, max_retries)
         token = (token or (os.environ.get(api_key_env) if api_key_env else None) or os.environ.get("HF_TOKEN")
                  or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None)
         if base_url:
@@ -382,7 +392,7 @@ class HFInferenceBackend(Backend):
         self.sampling = sampling or SamplingConfig()
         self.max_retries = max_retries
         self.backoff = backoff
-        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+        self._pool = ThreadPoolExecutor(max_workers=int(concurrency))
 
     def _one_completion(self, conv: Conversation) -> Completion:
         import requests

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from common.flag_checks import FlagError, at_least, check_training_sizes
 from common.llm import ANNOTATOR_MODEL, ANNOTATOR_MODELS_BY_SIZE, CODER_MODEL
 from common.vocabulary import EVAL_TASKS, SKILLS
 from orchestration.baselines import baseline_phases
@@ -220,9 +221,12 @@ def make_config(preset: str, **overrides: object) -> PipelineConfig:
     bad = [s for s in cfg.skills if s not in SKILLS]
     if bad:
         raise PipelineError(f"unknown skill(s) {', '.join(bad)}; valid: {', '.join(SKILLS)}")
-    for name in ("train_for_env_steps", "eval_episodes", "num_workers", "num_envs_per_worker", "reward_epochs"):
-        if int(getattr(cfg, name)) < 1:
-            raise PipelineError(f"--{name} must be at least 1, got {getattr(cfg, name)}")
+    try:
+        check_training_sizes(cfg)
+        for name in ("eval_episodes", "reward_epochs"):
+            at_least(name, getattr(cfg, name), 1)
+    except FlagError as exc:
+        raise PipelineError(str(exc)) from exc
     if preset != "paper" and cfg.num_pairs < 2:
         raise PipelineError(f"--num_pairs must be at least 2, got {cfg.num_pairs}")
     return cfg

@@ -65,6 +65,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
+from common.flag_checks import at_least, check_llm_client
 from common.llm import DEFAULT_MODEL, Backend, BackendError, check_backend_name, make_backend
 from common.vocabulary import skill_index
 from rlaif.dataset import DatasetError, ObservationDataset, find_dataset, load_dataset
@@ -222,6 +223,14 @@ def final_path(preference_dir: str | os.PathLike, annotator: str) -> Path:
 def final_meta_path(state_dir: str | os.PathLike, annotator: str) -> Path:
     """Sidecar of the final file written by the merge: which dataset it annotates, with which backend."""
     return Path(state_dir) / f"{annotator}.meta.json"
+
+
+def check_annotation_flags(cfg: "AnnotationConfig") -> None:
+    """Sizes and the LLM client's settings, before anything is read or written (:class:`FlagError` naming
+    the flag; the scripts exit 2)."""
+    for name in ("batch_size", "flushing_freq", "n_chunks", "max_tokens"):
+        at_least(name, getattr(cfg, name), 1)
+    check_llm_client(cfg.concurrency, cfg.timeout, cfg.max_retries)
 
 
 def chunk_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:

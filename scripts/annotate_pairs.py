@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Imported here so that --help stays instant.
-    from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk
+    from common.flag_checks import FlagError
+    from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags
 
     if args.backend not in BACKENDS and args.backend != "hf-local":
         print(f"error: --backend {args.backend!r} is unknown; valid backends: {', '.join(BACKENDS)}", file=sys.stderr)
@@ -105,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = AnnotationConfig(**options)
     if args.device_map is not None:
         cfg.backend_kwargs["device_map"] = args.device_map
+    try:
+        check_annotation_flags(cfg)
+    except FlagError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         summary = annotate_chunk(cfg)
     except (AnnotationError, BackendError, ValueError, OSError) as exc:

@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Imported here so that --help stays instant.
-    from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk
+    from common.flag_checks import FlagError
+    from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags
     from rlaif.motif_dataset import MotifLayoutError, rule_preferences
 
     if args.annotator_type != "llama":
@@ -190,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger("scripts.annotate_pairs_dataset").warning(
                 "--backend %s is not an LLM: its labels go to %s.npy (Motif's name for the prompt configuration); "
                 "%s/%s.meta.json records the backend", args.backend, cfg.annotator, cfg.work_dir, cfg.annotator)
+        try:
+            check_annotation_flags(cfg)
+        except FlagError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         summary = annotate_chunk(cfg)
     except (AnnotationError, BackendError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

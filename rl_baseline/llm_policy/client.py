@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from common.flag_checks import FlagError, above, at_least
 from common.llm import CODER_MODEL, Backend, BackendError, Completion, Conversation, make_backend
 
 logger = logging.getLogger(__name__)
@@ -97,6 +98,12 @@ class LLMSettings:
 def check_backend(settings: LLMSettings, flag_prefix: str = "--") -> None:
     """Raises :class:`BackendError` naming the flag when ``settings`` cannot work here; loads nothing."""
     b, p = settings.backend, flag_prefix
+    try:
+        at_least(f"{p[2:]}concurrency", settings.concurrency, 1, "requests in flight at once")
+        above(f"{p[2:]}timeout_s", settings.timeout_s, 0, "seconds per request")
+        at_least(f"{p[2:]}max_tokens", settings.max_tokens, 1)
+    except FlagError as exc:
+        raise BackendError(str(exc)) from None
     if b not in POLICY_BACKENDS:
         raise BackendError(f"{p}backend {b!r}: expected one of {', '.join(POLICY_BACKENDS)} "
                            "(stand_in: a rule-based stand-in for the LLM, no language model)")

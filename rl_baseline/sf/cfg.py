@@ -69,6 +69,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from common.flag_checks import TRAINING_SIZES, FlagError, at_least, check_training_sizes
 from common.vocabulary import NUM_SKILLS, SKILLS
 from rl_baseline.skills import REWARD_TIMINGS, SKILL_REWARDS
 
@@ -655,8 +656,13 @@ def check_flags(cfg: argparse.Namespace) -> None:
             f"--evaluation True needs --eval_target set to an evaluation task ({', '.join(EVAL_TASKS)}), "
             f"got {cfg.eval_target!r}"
         )
-    if int(cfg.max_episode_steps) < 1:
-        raise ConfigError(f"--max_episode_steps must be at least 1, got {cfg.max_episode_steps}")
+    try:
+        at_least("max_episode_steps", cfg.max_episode_steps, 1)
+        # training only: an evaluation reads a saved run whose budget is spent
+        check_training_sizes(cfg, None if not cfg.evaluation else
+                             [n for n, _ in TRAINING_SIZES if n != "train_for_env_steps"])
+    except FlagError as exc:
+        raise ConfigError(str(exc)) from exc
     check_meta_policy_flags(cfg)  # again: the saved experiment may have changed --env
     try:
         check_msg_max_keys(cfg.msg_max_keys)
@@ -673,13 +679,13 @@ def check_flags(cfg: argparse.Namespace) -> None:
             raise ConfigError(f"--llm_reward_type {reward_type} labels messages with an LLM server: pass "
                               "--llm_server_addr HOST (and --llm_server_port, default 9001); start one with "
                               "scripts/launch_llm_server.sh")
-        for name in ("llm_batch_size", "reward_model_batch_size", "llm_max_tokens", "llm_concurrency"):
-            if int(getattr(cfg, name)) < 1:
-                raise ConfigError(f"--{name} must be at least 1, got {getattr(cfg, name)}")
+        try:
+            for name in ("llm_batch_size", "reward_model_batch_size", "llm_max_tokens", "llm_concurrency"):
+                at_least(name, getattr(cfg, name), 1)
+        except FlagError as exc:
+            raise ConfigError(str(exc)) from exc
         if not 0.0 <= float(cfg.classification_threshold) <= 1.0:
             raise ConfigError(f"--classification_threshold {cfg.classification_threshold}: a probability in [0, 1]")
-    if int(cfg.max_episode_steps) < 1:
-        raise ConfigError(f"--max_episode_steps must be at least 1, got {cfg.max_episode_steps}")
     from rl_baseline.sf.baseline_flags import check_baseline_flags
 
     check_baseline_flags(cfg)
