@@ -222,7 +222,8 @@ def make_config(preset: str, **overrides: object) -> PipelineConfig:
     if bad:
         raise PipelineError(f"unknown skill(s) {', '.join(bad)}; valid: {', '.join(SKILLS)}")
     try:
-        check_training_sizes(cfg)
+        # rollout 0 leaves sample-factory's default (the paper preset)
+        check_training_sizes(cfg, ("train_for_env_steps", "num_workers", "num_envs_per_worker", "batch_size"))
         for name in ("eval_episodes", "reward_epochs"):
             at_least(name, getattr(cfg, name), 1)
     except FlagError as exc:

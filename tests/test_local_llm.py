@@ -61,6 +61,7 @@ def smollm_transformers():
     backend.close()
 
 
+@pytest.mark.slow
 def test_transformers_runs_the_real_model_and_stops_at_the_end_of_its_turn(smollm_transformers) -> None:
     [c] = smollm_transformers.complete([QUESTION])
     assert "4" in c.text
@@ -68,6 +69,7 @@ def test_transformers_runs_the_real_model_and_stops_at_the_end_of_its_turn(smoll
     assert 0 < c.completion_tokens < 48 and c.prompt_tokens > 20
 
 
+@pytest.mark.slow
 @needs_llama_cpp
 def test_llamacpp_runs_the_real_model_in_process() -> None:
     backend = make_backend("llamacpp", model="smollm2-135m", temperature=0.0, max_tokens=48, seed=0)
@@ -94,6 +96,7 @@ def _real_labels(root: Path, n: int) -> tuple[np.ndarray, list[dict], dict]:
     return labels, [json.loads(x) for x in log[1:]], meta
 
 
+@pytest.mark.slow
 def test_annotation_with_the_real_model_in_process(tmp_path, capsys) -> None:
     write_dataset(tmp_path, "descender", make_dataset(3))
     rc = annotate_pairs.main(cli(tmp_path, "--backend", "transformers", "--model", "smollm2-135m",
@@ -133,6 +136,7 @@ def smollm_server(tmp_path_factory):
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 @needs_llama_cpp
 def test_annotation_through_llama_cpps_own_server(smollm_server, tmp_path, capsys) -> None:
     assert smollm_server["url"] == f"http://127.0.0.1:{smollm_server['port']}/v1"
@@ -145,6 +149,7 @@ def test_annotation_through_llama_cpps_own_server(smollm_server, tmp_path, capsy
     assert meta["backend"] == "openai" and not meta["stand_in"]
 
 
+@pytest.mark.slow
 @needs_llama_cpp
 def test_the_launcher_stops_the_server_cleanly_on_sigterm(smollm_server) -> None:
     proc, port = smollm_server["proc"], smollm_server["port"]
