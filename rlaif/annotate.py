@@ -65,7 +65,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
-from common.flag_checks import at_least, check_llm_client
+from common.flag_checks import FlagError, at_least, check_llm_client
 from common.llm import DEFAULT_MODEL, Backend, BackendError, check_backend_name, make_backend
 from common.vocabulary import skill_index
 from rlaif.dataset import DatasetError, ObservationDataset, find_dataset, load_dataset
@@ -122,6 +122,9 @@ class AnnotationConfig:
     merge: bool = False
     log_conversations: bool = True
     retry_unparseable: bool = True
+    #: a run whose share of pairs unusable after the retry is above this fails (the labels are saved, the
+    #: unusable pairs stay unknown and a resume asks them again); 1.0 never fails
+    max_unusable_share: float = 0.5
     concurrency: int = 16
     timeout: float = 120.0
     max_retries: int = 5
@@ -173,6 +176,8 @@ class AnnotationSummary:
     #: pairs of this run whose two descriptions were the same text: ties without asking (Motif's layout)
     identical: int = 0
     layout: str = "observations"
+    #: the first reply of this run that stayed unusable after the retry (with its retry), for the error
+    unusable_example: str = ""
 
     @property
     def pairs_per_second(self) -> float:
@@ -181,6 +186,17 @@ class AnnotationSummary:
     @property
     def unparseable_rate(self) -> float:
         return self.unparseable / self.annotated if self.annotated else 0.0
+
+    def unusable_error(self, max_share: float) -> str | None:
+        """The error of a run whose replies were mostly unusable (``None`` when the share is at most
+        ``max_share``): the share, an example reply and what to do."""
+        if self.annotated == 0 or self.unparseable_rate <= max_share:
+            return None
+        example = self.unusable_example if len(self.unusable_example) <= 600 else self.unusable_example[:600] + "..."
+        return (f"{self.unparseable} of {self.annotated} pairs ({100 * self.unparseable_rate:.0f}%) had no usable "
+                f"answer even after the retry, above --max_unusable_share {max_share:g}. The labels are saved; "
+                f"those pairs stay unknown (3) and a resume asks them again. Check the model, --max_tokens and the "
+                f"prompt. An example reply: {example!r}")
 
     def text(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
@@ -231,6 +247,8 @@ def check_annotation_flags(cfg: "AnnotationConfig") -> None:
     for name in ("batch_size", "flushing_freq", "n_chunks", "max_tokens"):
         at_least(name, getattr(cfg, name), 1)
     check_llm_client(cfg.concurrency, cfg.timeout, cfg.max_retries)
+    if not 0.0 <= float(cfg.max_unusable_share) <= 1.0:
+        raise FlagError(f"--max_unusable_share must be a share from 0 to 1, got {cfg.max_unusable_share}")
 
 
 def chunk_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:
@@ -521,6 +539,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     atomic_write_json(mpath, meta, sort_keys=True)
 
     annotated = retried = unparseable = identical = 0
+    unusable_example = ""
     t0 = time.perf_counter()
     if len(pending):
         assert backend is not None
@@ -557,6 +576,8 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                 labels[local] = codes
                 annotated += len(codes)
                 unparseable += sum(1 for c in codes if c == UNKNOWN)
+                if not unusable_example:
+                    unusable_example = next((" / ".join(replies[j]) for j in asked if codes[j] == UNKNOWN), "")
                 if conv_log.active:
                     # JSON by hand: the fixed parts of the prompt are escaped once per run.
                     conv_log.write([
@@ -584,6 +605,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     summary = AnnotationSummary(
         ann, tag, num_pairs, end - start, annotated, retried, unparseable, seconds, label_counts(labels),
         str(final_path(pdir, ann)) if merged is not None else None, merged, cfg.goal_key, identical, cfg.layout,
+        unusable_example,
     )
     for line in summary.text().splitlines():
         logger.info(line)

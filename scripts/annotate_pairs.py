@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request for --backend openai/hf")
     p.add_argument("--max_retries", "--max-retries", dest="max_retries", type=int, default=5,
                    help="retries (exponential backoff) per failed request for --backend openai/hf")
+    p.add_argument("--max_unusable_share", "--max-unusable-share", dest="max_unusable_share", type=float, default=0.5,
+                   help="exit 1 when more than this share of the run's pairs have no usable answer after the retry "
+                        "(the labels are saved; those pairs stay unknown for a resume); 1 never fails")
     p.add_argument("--no_progress", "--no-progress", dest="progress", action="store_false", help="hide the progress bar")
     p.add_argument("--log_level", "--log-level", dest="log_level", default="INFO", help="logging level")
     return p
@@ -117,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(summary.text())
+    error = summary.unusable_error(args.max_unusable_share)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tensor parallel size of --backend vllm (Motif: 8 for the 70B model, 1 for 7B/13B on a 32 GB GPU)")
     p.add_argument("--logdir", default=None,
                    help="folder for the conversation logs ({annotator}.chunk{i}.jsonl); none when not given")
+    p.add_argument("--max-unusable-share", "--max_unusable_share", dest="max_unusable_share", type=float, default=0.5,
+                   help="exit 1 when more than this share of the run's pairs have no usable answer after the retry "
+                        "(the labels are saved; those pairs stay unknown for a resume); 1 never fails")
     p.add_argument("--batch-size", "--batch_size", dest="batch_size", type=int, default=2000,
                    help="pairs sent to the backend at once")
     p.add_argument("--num-workers", "--num_workers", dest="num_workers", type=int, default=80,
@@ -184,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             batch_size=args.batch_size, flushing_freq=args.flushing_freq, ignore_existing=args.ignore_existing,
             merge=args.merge, concurrency=args.concurrency, timeout=args.timeout, max_retries=args.max_retries,
             progress=args.progress, prompt_context=context, prompt_context_name=args.prompt_context,
+            max_unusable_share=args.max_unusable_share,
         )
         if not (args.use_messages or args.use_blstats):
             raise ValueError("--use-messages false needs --use-blstats true: a description needs one of them")
@@ -204,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: the --backend {args.backend} stand-in does not read the --prompt-context text; its labels are "
               "those it gives without it (the prompts and conversation logs do hold the context)")
     print(summary.text())
+    error = summary.unusable_error(args.max_unusable_share)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

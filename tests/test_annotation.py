@@ -590,3 +590,25 @@ def test_label_agreement() -> None:
     assert got["decisive"] == 3 and got["decisive_agreement"] == pytest.approx(2 / 3)
     with pytest.raises(ValueError):
         label_agreement(a, b[:3])
+
+
+def test_mostly_unusable_replies_fail_the_run_and_keep_the_pairs_for_a_resume(tmp_path, capsys) -> None:
+    """A run whose replies are 100% unusable exited 0; above --max_unusable_share it exits 1 with the share and an
+    example reply, the labels saved and the unusable pairs left unknown for a resume."""
+    markers = ["garbage", "garbage", "garbage", "good1"]
+    write_dataset(tmp_path, "merchant", make_dataset(4, markers=markers))
+    with FakeChatServer() as server:
+        args = cli(tmp_path, "--backend", "openai", "--base_url", server.url, "--model", "fake-model",
+                   skill="merchant")
+        assert annotate_pairs.main(args) == 1
+        err = capsys.readouterr().err
+        assert "3 of 4 pairs (75%) had no usable answer even after the retry, above --max_unusable_share 0.5" in err
+        assert "An example reply: '" in err and "a resume asks them again" in err
+        labels = load_preferences(tmp_path / "preference" / "llama3_merchant_default.npy", 4)
+        assert labels.tolist() == [UNKNOWN, UNKNOWN, UNKNOWN, FIRST]
+        asked = len(server.requests)
+        # the resume asks only the unknown pairs again (twice each: the retry); 1 never fails
+        assert annotate_pairs.main(args + ["--max_unusable_share", "1"]) == 0
+        assert len(server.requests) - asked == 6
+    assert annotate_pairs.main(args + ["--max_unusable_share", "1.5"]) == 2
+    assert "--max_unusable_share must be a share from 0 to 1, got 1.5" in capsys.readouterr().err

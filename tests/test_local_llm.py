@@ -100,7 +100,7 @@ def _real_labels(root: Path, n: int) -> tuple[np.ndarray, list[dict], dict]:
 def test_annotation_with_the_real_model_in_process(tmp_path, capsys) -> None:
     write_dataset(tmp_path, "descender", make_dataset(3))
     rc = annotate_pairs.main(cli(tmp_path, "--backend", "transformers", "--model", "smollm2-135m",
-                                 "--max_tokens", "96", "--batch_size", "3"))
+                                 "--max_tokens", "96", "--batch_size", "3", "--max_unusable_share", "1"))
     assert rc == 0, capsys.readouterr().err
     labels, records, meta = _real_labels(tmp_path, 3)
     assert labels.shape == (3,) and set(labels.tolist()) <= {0, 1, 2, 3}
@@ -142,7 +142,8 @@ def test_annotation_through_llama_cpps_own_server(smollm_server, tmp_path, capsy
     assert smollm_server["url"] == f"http://127.0.0.1:{smollm_server['port']}/v1"
     write_dataset(tmp_path, "descender", make_dataset(4))
     rc = annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", smollm_server["url"],
-                                 "--model", "smollm2-135m", "--max_tokens", "96", "--concurrency", "2"))
+                                 "--model", "smollm2-135m", "--max_tokens", "96", "--concurrency", "2",
+                                 "--max_unusable_share", "1"))
     assert rc == 0, capsys.readouterr().err
     labels, records, meta = _real_labels(tmp_path, 4)
     assert labels.shape == (4,) and len(records) == 4 and all(r["replies"] for r in records)
