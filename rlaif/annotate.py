@@ -125,6 +125,9 @@ class AnnotationConfig:
     #: a run whose share of pairs unusable after the retry is above this fails (the labels are saved, the
     #: unusable pairs stay unknown and a resume asks them again); 1.0 never fails
     max_unusable_share: float = 0.5
+    #: resuming labels of another backend or model is refused unless this is set; the sources are then
+    #: recorded per chunk with their pair ranges
+    allow_mixed_annotators: bool = False
     concurrency: int = 16
     timeout: float = 120.0
     max_retries: int = 5
@@ -295,6 +298,73 @@ def load_annotation_dataset(directory: str | os.PathLike, goal_key: str) -> tupl
     return dataset, path
 
 
+STAND_IN_BACKENDS = ("heuristic", "random")
+
+
+def pair_ranges(indices: np.ndarray) -> list[list[int]]:
+    """Sorted pair indices as half-open ranges ``[[start, end), ...]``."""
+    idx = np.unique(np.asarray(indices, dtype=np.int64))
+    if idx.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(idx) != 1)
+    starts = np.concatenate([[idx[0]], idx[breaks + 1]])
+    ends = np.concatenate([idx[breaks] + 1, [idx[-1] + 1]])
+    return [[int(a), int(b)] for a, b in zip(starts, ends)]
+
+
+def _source(backend: str, model: str, ranges: list[list[int]]) -> dict[str, Any]:
+    return {"backend": backend, "model": model, "stand_in": backend in STAND_IN_BACKENDS, "pairs": ranges}
+
+
+def _sources_of(meta: dict[str, Any] | None, labels: np.ndarray, start: int) -> list[dict[str, Any]]:
+    """Who labelled a chunk: its metadata's ``sources``; metadata written before sources were recorded
+    gives its one backend every known label of the chunk."""
+    if not meta:
+        return []
+    known = np.flatnonzero(labels != UNKNOWN) + start
+    if isinstance(meta.get("sources"), list):  # only the pairs that still hold a label
+        out = []
+        for src in meta["sources"]:
+            claimed = np.concatenate([np.arange(a, b) for a, b in src.get("pairs", [])] or [np.zeros(0, np.int64)])
+            kept = pair_ranges(np.intersect1d(claimed, known))
+            if kept:
+                out.append({**src, "pairs": kept})
+        return out
+    return [_source(meta.get("backend", "unknown"), meta.get("model", "unknown"), pair_ranges(known))] if known.size else []
+
+
+def _with_run(sources: list[dict[str, Any]], backend: str, model: str, new_pairs: np.ndarray) -> list[dict[str, Any]]:
+    """``sources`` plus this run's newly labelled pairs (one entry per consecutive backend and model)."""
+    out = [dict(src) for src in sources]
+    if new_pairs.size == 0:
+        return out
+    if out and out[-1]["backend"] == backend and out[-1]["model"] == model:
+        old = np.concatenate([np.arange(a, b) for a, b in out[-1]["pairs"]] or [np.zeros(0, np.int64)])
+        out[-1]["pairs"] = pair_ranges(np.concatenate([old, new_pairs]))
+    else:
+        out.append(_source(backend, model, pair_ranges(new_pairs)))
+    return out
+
+
+def provenance(sources: list[dict[str, Any]], num_pairs: int) -> dict[str, Any]:
+    """The metadata fields that say who made the labels: one backend and model, or "mixed", whether any
+    came from a rule-based stand-in and what share of the pairs it labelled."""
+    def count(src: dict[str, Any]) -> int:
+        return sum(b - a for a, b in src.get("pairs", []))
+
+    used = [src for src in sources if count(src)]
+    backends = sorted({src["backend"] for src in used})
+    models = sorted({src["model"] for src in used})
+    stand_in_pairs = sum(count(src) for src in used if src.get("stand_in"))
+    return {
+        "backend": backends[0] if len(backends) == 1 else ("mixed" if backends else None),
+        "model": models[0] if len(models) == 1 else ("mixed" if models else None),
+        "sources": used,
+        "stand_in": bool(stand_in_pairs),
+        "stand_in_share": stand_in_pairs / num_pairs if num_pairs else 0.0,
+    }
+
+
 def merge_chunks(
     preference_dir: str | os.PathLike,
     annotator: str,
@@ -335,9 +405,14 @@ def merge_chunks(
     labels = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
     out = final_path(preference_dir, annotator)
     save_preferences(out, labels, dtype=dtype)
+    sources: list[dict[str, Any]] = []
+    for i in range(n_chunks):  # who labelled what: the chunks' own records, never the merging run's flags
+        start, end = chunk_bounds(num_pairs, n_chunks, i)
+        sources += _sources_of(_read_json(chunk_meta_path(sdir, annotator, i, n_chunks)), labels[start:end], start)
     atomic_write_json(final_meta_path(sdir, annotator),
                        {"annotator": annotator, "num_pairs": num_pairs, "fingerprint": fingerprint, "n_chunks": n_chunks,
-                        "label_counts": label_counts(labels), "label_shares": label_shares(labels), **(extra_meta or {})},
+                        "label_counts": label_counts(labels), "label_shares": label_shares(labels),
+                        **(extra_meta or {}), **provenance(sources, num_pairs)},
                        sort_keys=True)
     logger.info("merged %d chunks into %s (%s)", n_chunks, out, label_counts(labels))
     return labels
@@ -480,6 +555,22 @@ class _ConversationLog:
             self._fh = None
 
 
+def _check_same_annotator(cfg: AnnotationConfig, sources: list[dict[str, Any]], cpath: Path) -> None:
+    """A resume adds labels of this run's backend and model to those already there: another annotator's are
+    refused unless ``allow_mixed_annotators`` (then each is recorded with its pair ranges)."""
+    others = [src for src in sources if (src["backend"], src["model"]) != (cfg.backend, cfg.model)]
+    if not others or cfg.allow_mixed_annotators:
+        return
+    held = "; ".join(f"{sum(b - a for a, b in src['pairs'])} pairs by backend {src['backend']} (model {src['model']})"
+                     for src in others)
+    raise AnnotationError(
+        f"{cpath} already holds labels of another annotator ({held}); this run is backend {cfg.backend} (model "
+        f"{cfg.model}). Pass --allow_mixed_annotators to add this run's labels (each annotator is then recorded "
+        "with its pair ranges in the metadata), --ignore_existing to start over, or --custom_annotator_string to "
+        "write under another name"
+    )
+
+
 def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> AnnotationSummary:
     """Runs (or resumes) one chunk, then merges if every chunk is complete.
 
@@ -501,10 +592,8 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     tag = f"chunk {cfg.chunk_number} of {cfg.n_chunks}"
     pdir, sdir, ann = cfg.preference_dir, cfg.work_dir, cfg.annotator
     merge_kwargs = dict(state_dir=sdir, dtype=final_dtype,
-                        extra_meta={"backend": cfg.backend, "model": cfg.model, "layout": cfg.layout,
-                                    "goal_key": cfg.goal_key, "dataset": str(data_path),
-                                    "prompt_context": cfg.prompt_context_name,
-                                    "stand_in": cfg.backend in ("heuristic", "random")})
+                        extra_meta={"layout": cfg.layout, "goal_key": cfg.goal_key, "dataset": str(data_path),
+                                    "prompt_context": cfg.prompt_context_name})
 
     if cfg.merge:
         merged = merge_chunks(pdir, ann, cfg.n_chunks, num_pairs, fingerprint, **merge_kwargs)
@@ -520,23 +609,39 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     labels = _initial_labels(cfg, num_pairs, start, end, fingerprint)
     cpath = chunk_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
     mpath = chunk_meta_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
+    pending = np.flatnonzero(labels == UNKNOWN)
+    old_meta = None if cfg.ignore_existing else _read_json(mpath)
+    if old_meta is None and not cfg.ignore_existing and (labels != UNKNOWN).any():
+        old_meta = _read_json(final_meta_path(sdir, ann))  # resumed from the final file's slice
+    old_sources = _sources_of(old_meta, labels, start)
+    run_model = cfg.model
+    if len(pending):
+        _check_same_annotator(cfg, old_sources, cpath)
     meta = {
         "annotator": ann, "skill": cfg.goal_key, "dataset": str(data_path), "num_pairs": num_pairs,
         "start": start, "end": end, "n_chunks": cfg.n_chunks, "chunk_number": cfg.chunk_number,
-        "fingerprint": fingerprint, "backend": cfg.backend, "model": cfg.model, "complete": False,
+        "fingerprint": fingerprint, "complete": False,
     }
-    pending = np.flatnonzero(labels == UNKNOWN)
     logger.info("%s %s: %d pairs [%d, %d) of %d, %d to annotate; dataset %s",
                 ann, tag, end - start, start, end, num_pairs, len(pending), data_path)
+
+    def write_meta(complete: bool) -> None:
+        """Metadata says who made the labels the chunk file holds: written only when labels are produced
+        (or the chunk is new), so a run that labels nothing leaves it as it was."""
+        new_pairs = np.flatnonzero(labels[pending] != UNKNOWN) if len(pending) else np.zeros(0, np.int64)
+        sources = _with_run(old_sources, cfg.backend, run_model, pending[new_pairs] + start)
+        atomic_write_json(mpath, {**meta, "complete": complete, **provenance(sources, end - start)}, sort_keys=True)
 
     # The backend comes first, so a missing vLLM or an unreachable server writes nothing.
     own_backend = backend is None
     if len(pending) and own_backend:
         backend = _build_backend(cfg, builder)
     # Then the (possibly fresh) chunk: from here on its files always exist.
+    fresh_chunk = cfg.ignore_existing or not cpath.exists() or old_meta is None
     if cfg.ignore_existing or not cpath.exists():
         save_preferences(cpath, labels)
-    atomic_write_json(mpath, meta, sort_keys=True)
+    if len(pending) or fresh_chunk:
+        write_meta(complete=False)
 
     annotated = retried = unparseable = identical = 0
     unusable_example = ""
@@ -589,17 +694,19 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                     # the log first: a kill between the two then leaves logged pairs to redo, never
                     # labelled pairs whose conversation is lost
                     conv_log.flush()
+                    write_meta(complete=False)
                     save_preferences(cpath, labels)
                 if delay:
                     time.sleep(delay)
         finally:
             conv_log.close()
+            write_meta(complete=False)
             save_preferences(cpath, labels)
             if own_backend:
                 backend.close()
     seconds = time.perf_counter() - t0
-    meta["complete"] = True
-    atomic_write_json(mpath, meta, sort_keys=True)
+    if len(pending) or fresh_chunk or not (old_meta or {}).get("complete"):
+        write_meta(complete=True)
 
     merged = merge_chunks(pdir, ann, cfg.n_chunks, num_pairs, fingerprint, **merge_kwargs)
     summary = AnnotationSummary(

@@ -493,8 +493,15 @@ def _stand_in_note(pref_path: Path, data: "TrainingData") -> str:
         except (OSError, ValueError):
             continue
         if isinstance(meta, dict) and meta.get("stand_in"):
-            return (f"{pref_path} holds labels of the {meta.get('backend')} backend, a stand-in for the LLM "
-                    f"(see {meta_path}): this reward model is not distilled from an LLM")
+            share = float(meta.get("stand_in_share", 1.0))
+            stand_ins = sorted({src["backend"] for src in meta.get("sources", []) if src.get("stand_in")}) or [
+                meta.get("backend")]
+            if share >= 1.0:
+                return (f"{pref_path} holds labels of the {', '.join(map(str, stand_ins))} backend, a stand-in for "
+                        f"the LLM (see {meta_path}): this reward model is not distilled from an LLM")
+            return (f"{100 * share:.1f}% of the labels in {pref_path} came from the {', '.join(map(str, stand_ins))} "
+                    f"backend, a stand-in for the LLM (see {meta_path}, 'sources', for which pairs): this reward "
+                    "model is only partly distilled from an LLM")
     return ""
 
 

@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore_existing", "--ignore-existing", dest="ignore_existing", nargs="?", const=True,
                    default=False, type=boolean_flag,
                    help="start this chunk over instead of resuming from existing chunk/final files")
+    p.add_argument("--allow_mixed_annotators", "--allow-mixed-annotators", dest="allow_mixed_annotators",
+                   action="store_true",
+                   help="let a resume add labels of another backend or model to those already there (refused by "
+                        "default); the metadata then records each annotator with its pair ranges")
     p.add_argument("--merge", action="store_true",
                    help="only merge the finished chunk files of --n_chunks into the final file")
     p.add_argument("--device_map", "--device-map", dest="device_map", default=None,

@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tensor parallel size of --backend vllm (Motif: 8 for the 70B model, 1 for 7B/13B on a 32 GB GPU)")
     p.add_argument("--logdir", default=None,
                    help="folder for the conversation logs ({annotator}.chunk{i}.jsonl); none when not given")
+    p.add_argument("--allow-mixed-annotators", "--allow_mixed_annotators", dest="allow_mixed_annotators",
+                   action="store_true",
+                   help="let a resume add labels of another backend or model to those already there (refused by "
+                        "default); the metadata then records each annotator with its pair ranges")
     p.add_argument("--max-unusable-share", "--max_unusable_share", dest="max_unusable_share", type=float, default=0.5,
                    help="exit 1 when more than this share of the run's pairs have no usable answer after the retry "
                         "(the labels are saved; those pairs stay unknown for a resume); 1 never fails")
@@ -187,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             batch_size=args.batch_size, flushing_freq=args.flushing_freq, ignore_existing=args.ignore_existing,
             merge=args.merge, concurrency=args.concurrency, timeout=args.timeout, max_retries=args.max_retries,
             progress=args.progress, prompt_context=context, prompt_context_name=args.prompt_context,
-            max_unusable_share=args.max_unusable_share,
+            max_unusable_share=args.max_unusable_share, allow_mixed_annotators=args.allow_mixed_annotators,
         )
         if not (args.use_messages or args.use_blstats):
             raise ValueError("--use-messages false needs --use-blstats true: a description needs one of them")

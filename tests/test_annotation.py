@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -612,3 +613,54 @@ def test_mostly_unusable_replies_fail_the_run_and_keep_the_pairs_for_a_resume(tm
         assert len(server.requests) - asked == 6
     assert annotate_pairs.main(args + ["--max_unusable_share", "1.5"]) == 2
     assert "--max_unusable_share must be a share from 0 to 1, got 1.5" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ provenance
+
+
+def _meta_files(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((root / "preference").glob("*.json"))}
+
+
+def test_a_run_that_labels_nothing_leaves_the_provenance_as_it_was(tmp_path, capsys) -> None:
+    """Re-running on a finished file with another backend, against an unreachable server, rewrote the metadata to
+    `backend: openai, stand_in: false`: rule-based labels passed as an LLM's."""
+    write_dataset(tmp_path, "descender", make_dataset(6))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic")) == 0
+    before = _meta_files(tmp_path)
+    meta = json.loads(before["llama3_descender_default.meta.json"])
+    assert meta["backend"] == "heuristic" and meta["stand_in"] is True and meta["stand_in_share"] == 1.0
+    assert meta["sources"] == [{"backend": "heuristic", "model": meta["model"], "stand_in": True, "pairs": [[0, 6]]}]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rc = annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", f"http://127.0.0.1:{port}/v1",
+                                 "--model", "meta-llama/Llama-3.1-70B-Instruct"))
+    assert rc == 0 and "0 pairs annotated in this run" in capsys.readouterr().out
+    assert _meta_files(tmp_path) == before
+
+
+def test_resuming_with_another_annotator_is_refused_unless_mixing_is_allowed(tmp_path, capsys) -> None:
+    write_dataset(tmp_path, "merchant", make_dataset(4, markers=["good1", "good2", "tie", "good1"]))
+    path = tmp_path / "preference" / "llama3_merchant_default.npy"
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", skill="merchant")) == 0
+    labels = load_preferences(path, 4)
+    labels[1:3] = UNKNOWN  # two pairs to ask again, as after unusable replies
+    save_preferences(path, labels)
+    for chunk in (tmp_path / "preference").glob("*.chunk0of1.npy"):
+        save_preferences(chunk, labels)
+    with FakeChatServer() as server:
+        args = cli(tmp_path, "--backend", "openai", "--base_url", server.url, "--model", "fake-model", skill="merchant")
+        before = _meta_files(tmp_path)
+        assert annotate_pairs.main(args) == 1
+        err = capsys.readouterr().err
+        assert "already holds labels of another annotator (2 pairs by backend heuristic" in err
+        assert "this run is backend openai (model fake-model)" in err and "--allow_mixed_annotators" in err
+        assert _meta_files(tmp_path) == before and not server.requests
+        assert annotate_pairs.main(args + ["--allow_mixed_annotators"]) == 0
+    meta = json.loads((tmp_path / "preference" / "llama3_merchant_default.meta.json").read_text())
+    assert meta["backend"] == "mixed" and meta["model"] == "mixed"
+    assert [(s["backend"], s["pairs"]) for s in meta["sources"]] == [("heuristic", [[0, 1], [3, 4]]),
+                                                                    ("openai", [[1, 3]])]
+    assert meta["stand_in"] is True and meta["stand_in_share"] == 0.5
+    assert load_preferences(path, 4).tolist()[1:3] == [SECOND, TIE]

@@ -373,3 +373,23 @@ def test_reward_arch_flag_default_release_size_flags_small_and_bad_values(tmp_pa
     del args[start:start + 6]
     result = main(args)
     assert torch.load(result["checkpoint"], weights_only=True)["model_config"]["arch"] == "release"
+
+
+def test_training_says_how_much_of_its_labels_came_from_a_stand_in(tmp_path: Path, caplog) -> None:
+    """Any share of stand-in labels is named with its size (the metadata of a mixed annotation)."""
+    import json
+
+    write_inputs(tmp_path, 60)
+    meta = tmp_path / "preference" / f"{EXPERIMENT}.meta.json"
+    meta.write_text(json.dumps({"backend": "mixed", "stand_in": True, "stand_in_share": 0.25, "sources": [
+        {"backend": "heuristic", "model": "m", "stand_in": True, "pairs": [[0, 15]]},
+        {"backend": "openai", "model": "llama", "stand_in": False, "pairs": [[15, 60]]}]}))
+    with caplog.at_level(logging.WARNING, logger="rlaif.train_reward"):
+        train_reward(config(tmp_path, num_epochs=1))
+    assert "25.0% of the labels in" in caplog.text and "came from the heuristic backend, a stand-in" in caplog.text
+    caplog.clear()
+    meta.write_text(json.dumps({"backend": "heuristic", "stand_in": True, "stand_in_share": 1.0}))
+    with caplog.at_level(logging.WARNING, logger="rlaif.train_reward"):
+        train_reward(config(tmp_path / "again", dataset_dir=str(tmp_path / "og_dataset"),
+                            preference_dir=str(tmp_path / "preference"), num_epochs=1))
+    assert "holds labels of the heuristic backend, a stand-in for the LLM" in caplog.text
