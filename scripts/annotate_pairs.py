@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Imported here so that --help stays instant.
     from common.flag_checks import FlagError
-    from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags
+    from common.interrupts import interrupted_exit, sigterm_raises
+    from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags, chunk_path
 
     if args.backend not in BACKENDS and args.backend != "hf-local":
         print(f"error: --backend {args.backend!r} is unknown; valid backends: {', '.join(BACKENDS)}", file=sys.stderr)
@@ -119,10 +120,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        summary = annotate_chunk(cfg)
+        with sigterm_raises():
+            summary = annotate_chunk(cfg)
     except (AnnotationError, BackendError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as exc:
+        saved = chunk_path(cfg.work_dir, cfg.annotator, cfg.chunk_number, cfg.n_chunks)
+        return interrupted_exit(exc, f"the labels of every finished batch are saved in {saved} (and the "
+                                f"conversations in {cfg.logdir}); run the same command again to resume: only the "
+                                "pairs still unknown are asked")
     print(summary.text())
     error = summary.unusable_error(args.max_unusable_share)
     if error:

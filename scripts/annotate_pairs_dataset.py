@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Imported here so that --help stays instant.
     from common.flag_checks import FlagError
-    from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags
+    from common.interrupts import interrupted_exit, sigterm_raises
+    from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags, chunk_path
     from rlaif.motif_dataset import MotifLayoutError, rule_preferences
 
     if args.annotator_type != "llama":
@@ -204,10 +205,15 @@ def main(argv: list[str] | None = None) -> int:
         except FlagError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        summary = annotate_chunk(cfg)
+        with sigterm_raises():
+            summary = annotate_chunk(cfg)
     except (AnnotationError, BackendError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as exc:
+        saved = chunk_path(cfg.work_dir, cfg.annotator, cfg.chunk_number, cfg.n_chunks)
+        return interrupted_exit(exc, f"the labels of every finished batch are saved in {saved}; run the same "
+                                "command again to resume: only the pairs still unknown are asked")
     if args.backend in ("heuristic", "random") and context:
         print(f"note: the --backend {args.backend} stand-in does not read the --prompt-context text; its labels are "
               "those it gives without it (the prompts and conversation logs do hold the context)")

@@ -16,6 +16,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
+from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import SKILLS
 from rl_baseline.collect.config import (
     POLICIES,
@@ -95,11 +96,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         config = config_from_args(args)
         path = check_output(output_path(args.out, config.skill), args.force)  # fail before playing
-        dataset = collect_dataset(config)
-        write_dataset(path, dataset, force=args.force)
+        with sigterm_raises():
+            dataset = collect_dataset(config)
+            write_dataset(path, dataset, force=args.force)
     except (CollectError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        return interrupted_exit(exc, f"nothing was written ({args.out}/ is as it was: a dataset is written whole at "
+                                "the end); run the same command again to collect from the start")
     meta = dataset.meta
     print(f"wrote {path}: {dataset.num_pairs} pairs from {meta['episodes']} episodes "
           f"({meta['steps']} steps, {meta['level_changes']} level changes)")

@@ -31,12 +31,13 @@ import argparse
 import logging
 import sys
 
+from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError
 from rlaif.motif_dataset import MotifLayoutError, is_motif_layout
 from rlaif.preferences import PreferenceError
 from rlaif.reward_arch import ARCHS, DEFAULT_TRAIN_ARCH, MOTIF_REWARD_ENCODER, REWARD_ENCODERS, arch_of_reward_encoder
-from rlaif.reward_model import RewardModelConfig
+from rlaif.reward_model import CHECKPOINT_DIRNAME, RewardModelConfig, list_checkpoints
 from rlaif.train_reward import RewardTrainingConfig, RewardTrainingError, train_reward
 
 
@@ -186,10 +187,16 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_from_args(args)
-        result = train_reward(cfg)
+        with sigterm_raises():
+            result = train_reward(cfg)
     except (RewardTrainingError, DatasetError, PreferenceError, MotifLayoutError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt as exc:
+        newest = list_checkpoints(cfg.run_dir / CHECKPOINT_DIRNAME)
+        kept = f"the newest checkpoint, {newest[-1][1]}, is kept" if newest else "no checkpoint was saved yet"
+        raise SystemExit(interrupted_exit(exc, f"{kept} (one every --save_every iterations); run the same command "
+                                          "again to resume from it")) from None
     if result.get("already_finished"):
         print(f"{cfg.experiment}: already trained ({result['num_iters']} iterations), nothing to do; "
               f"checkpoint {result['checkpoint']}")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -198,6 +199,7 @@ def collect_worker(
 def _worker_main(config: CollectConfig, worker_id: int, quota: int, queue: Any) -> None:
     """Process entry point: progress messages, then the result (or the error text)."""
     logging.basicConfig(level=logging.WARNING)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends the workers
     try:
         result = collect_worker(config, worker_id, quota, progress=lambda n: queue.put(("progress", worker_id, n)))
         queue.put(("done", worker_id, result))

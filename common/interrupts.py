@@ -1,0 +1,47 @@
+"""Ctrl-C and slurm's SIGTERM (scancel, preemption) end a long phase the same way: no traceback, one line
+saying what was saved and how to resume, exit status 128 + the signal (130 for SIGINT, 143 for SIGTERM).
+
+    with sigterm_raises():
+        try:
+            run()
+        except KeyboardInterrupt as exc:
+            return interrupted_exit(exc, "labels of finished batches are in X; the same command resumes")
+
+SIGTERM is turned into :class:`Interrupted`, a ``KeyboardInterrupt``, so the ``finally`` blocks that already
+save work on Ctrl-C run for it too.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal asked the process to stop (``signum``: which)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Inside the block, SIGTERM raises :class:`Interrupted` in the main thread as SIGINT raises
+    ``KeyboardInterrupt`` (the previous handler comes back after it)."""
+    def handler(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted_exit(exc: BaseException, saved: str) -> int:
+    """Prints ``interrupted by SIGNAME: {saved}`` on stderr and returns the exit status (128 + signal)."""
+    signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+    print(f"interrupted by {signal.Signals(signum).name}: {saved}", file=sys.stderr, flush=True)
+    return 128 + signum

@@ -1,0 +1,107 @@
+"""Ctrl-C (SIGINT) and slurm's SIGTERM in the long phases, with real signals to real processes: no traceback,
+one line saying what was saved and how to resume, exit 130 or 143, and the resume afterwards."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlaif.annotate import TEST_DELAY_ENV, chunk_path, run_annotation
+from rlaif.preferences import UNKNOWN, load_preferences
+from rlaif.reward_model import list_checkpoints
+from tests.test_annotation import cli, config, make_dataset, write_dataset
+from tests.test_train_reward import EXPERIMENT, _script_args, write_inputs
+
+REPO = Path(__file__).resolve().parents[1]
+SIGNALS = [(signal.SIGINT, 130), (signal.SIGTERM, 143)]
+
+
+def _spawn(args: list[str], cwd: Path, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, env=dict(os.environ, PYTHONPATH=str(REPO), **env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(condition, proc: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before {what}: {proc.communicate()[1][-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"no {what} within {timeout} s")
+        time.sleep(0.05)
+
+
+def _interrupt(proc: subprocess.Popen, signum: int) -> tuple[int, str]:
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("signum, status", SIGNALS)
+def test_annotation_interrupted_says_what_is_saved_and_resumes_exactly(tmp_path, signum, status) -> None:
+    num_pairs = 60
+    write_dataset(tmp_path, "descender", make_dataset(num_pairs, seed=5))
+    reference = run_annotation(config(tmp_path, custom_annotator_string="reference"))
+    cpath = chunk_path(tmp_path / "preference", "llama3_descender_default", 0, 1)
+    args = ["scripts.annotate_pairs", *cli(tmp_path, "--backend", "heuristic", "--batch_size", "4")]
+    proc = _spawn(args, tmp_path, **{TEST_DELAY_ENV: "0.15"})
+    _wait_for(lambda: cpath.exists() and 8 <= int((np.load(cpath) != UNKNOWN).sum()), proc, "8 labelled pairs")
+    rc, err = _interrupt(proc, signum)
+    assert rc == status
+    assert "Traceback" not in err
+    name = signal.Signals(signum).name
+    assert f"interrupted by {name}: the labels of every finished batch are saved in {cpath}" in err
+    assert "run the same command again to resume" in err
+    done = int((np.load(cpath) != UNKNOWN).sum())
+    assert 0 < done < num_pairs
+    resumed = _spawn(args, tmp_path)
+    out, err = resumed.communicate(timeout=60)
+    assert resumed.returncode == 0, err
+    assert f"{num_pairs - done} pairs annotated in this run" in out
+    final = load_preferences(tmp_path / "preference" / "llama3_descender_default.npy", num_pairs)
+    np.testing.assert_array_equal(final, reference)
+
+
+@pytest.mark.parametrize("signum, status", SIGNALS)
+def test_collection_interrupted_writes_nothing_and_runs_again(tmp_path, signum, status) -> None:
+    out_dir = tmp_path / "og"
+    args = ["scripts.collect_dataset", "--skill", "descender", "--out", str(out_dir), "--policy", "explorer",
+            "--no_progress"]
+    proc = _spawn(args + ["--num_pairs", "100000", "--num_workers", "2"], tmp_path)
+    time.sleep(4.0)  # the workers are playing
+    assert proc.poll() is None
+    rc, err = _interrupt(proc, signum)
+    assert rc == status and "Traceback" not in err
+    assert f"interrupted by {signal.Signals(signum).name}: nothing was written" in err
+    assert not (out_dir / "descender.npz").exists()
+    again = _spawn(args + ["--num_pairs", "20"], tmp_path)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert (out_dir / "descender.npz").exists()
+
+
+@pytest.mark.parametrize("signum, status", SIGNALS)
+def test_reward_training_interrupted_names_its_checkpoint_and_resumes(tmp_path, signum, status) -> None:
+    write_inputs(tmp_path, 400)
+    ckpt_dir = tmp_path / "skill_rewards" / EXPERIMENT / "checkpoint_p0"
+    args = ["scripts.train_reward", *_script_args(tmp_path, "--save_every", "3")]
+    args[args.index("--num_epochs") + 1] = "20"
+    proc = _spawn(args, REPO)
+    _wait_for(lambda: len(list_checkpoints(ckpt_dir)) >= 2, proc, "two checkpoints", timeout=120)
+    rc, err = _interrupt(proc, signum)
+    assert rc == status and "Traceback" not in err
+    newest = list_checkpoints(ckpt_dir)[-1]
+    assert f"interrupted by {signal.Signals(signum).name}: the newest checkpoint, {newest[1]}, is kept" in err
+    resumed = _spawn(args, REPO)  # the same command resumes from that checkpoint and finishes
+    out, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    assert f"resuming from {newest[1]} at iteration {newest[0]} of" in err
+    total = int(err.split(f"at iteration {newest[0]} of ")[1].split()[0])
+    assert f"{EXPERIMENT}: {total} iterations" in out
