@@ -284,8 +284,9 @@ def test_bad_flags_fail_clearly(tmp_path, capsys):
     assert generate_code.main(["--task", "gnomish", "--backend", "replay", "--replay", str(tmp_path / "none.jsonl"),
                                "--out_dir", str(tmp_path)]) == 1
     assert "not found" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exc:
         generate_code.main(["--task", "nosuchtask"])
+    assert exc.value.code == 2 and "--task: invalid choice: 'nosuchtask'" in capsys.readouterr().err
     assert combine_cli.main(["--task", "delphi", "--seed", "9", "--gen_dir", str(tmp_path),
                              "--out_root", str(tmp_path / "meta")]) == 1
     assert "generate_code" in capsys.readouterr().err

@@ -46,9 +46,12 @@ def test_blstats_indices_mirror_nle():
 
 def test_action_set_is_the_papers():
     assert len(ACTIONS) == len(set(ACTIONS)) == 28
-    for name in ("more", "north", "far_southwest", "up", "down", "wait", "kick", "eat", "search",
-                 "cast", "enhance", "pray", "quaff", "drop"):
-        assert ACTIONS[action_index(name)] is not None
+    # each name reaches NetHack's own key for it (ASCII: '\r' more, 'k' north, 'B' far south-west, '<' up ...)
+    keys = {"more": 13, "north": ord("k"), "far_southwest": ord("B"), "up": ord("<"), "down": ord(">"),
+            "wait": ord("."), "kick": 4, "eat": ord("e"), "search": ord("s"), "cast": ord("Z"),
+            "enhance": 0x80 | ord("e"), "pray": 0x80 | ord("p"), "quaff": ord("q"), "drop": ord("d")}
+    for name, key in keys.items():
+        assert int(ACTIONS[action_index(name)]) == key, name
     with pytest.raises(ValueError, match="valid actions"):
         action_index("apply")
 

@@ -393,8 +393,9 @@ def test_unknown_protocol_is_refused_by_the_parser(capsys):
 def test_help_describes_the_flags(capsys):
     from rl_baseline.sf.cfg import parse_cfg
 
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exc:
         parse_cfg(["--help"])
+    assert exc.value.code == 0
     out = re.sub(r"\s+", " ", capsys.readouterr().out)
     for flag in ("--eval_protocol", "--eval_env_steps", "--eval_stats_avg", "--eval_num_envs", "--eval_episodes"):
         assert flag in out

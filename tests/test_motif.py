@@ -563,8 +563,9 @@ def test_reward_encoder_flags_agree_or_fail():
     assert resolve_arch(p.parse_args([])) == "release"  # this project's layout keeps the release's network
     with pytest.raises(ValueError, match="disagree|says"):
         resolve_arch(p.parse_args(["--reward_encoder", "nle_torchbeast_encoder", "--reward_arch", "small"]))
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exc:
         p.parse_args(["--reward_encoder", "nle_rgbcrop_encoder"])
+    assert exc.value.code == 2
 
 
 # ------------------------------------------------------------------ RL flags and tasks

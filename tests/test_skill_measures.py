@@ -61,7 +61,7 @@ def test_worshipper_finds_an_altar_and_is_credited_with_drops_and_identification
             if _hero(game.current_observation()) != altar_at:
                 break
         else:
-            pytest.skip("the hero could not move on this map")
+            pytest.fail("the hero could not move on seed 3's map: the test's setup no longer holds")
         raw = game.current_observation()
         assert altar_in_view(raw["chars"], raw["colors"])
         assert env.stats.measures.values["worshipper"]["altars_found"] == 1
