@@ -39,6 +39,7 @@ from code_generation.sandbox import (
     run_in_sandbox,
     split_unit_test,
 )
+from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S, CallTimeout, call_bounded
 from common.atomic_io import atomic_write_text
 from common.vocabulary import check_task
 
@@ -236,7 +237,8 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
 def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
             out_root: str | Path = "rl_baseline/meta_policies", force: bool = False,
             prompt_dir: str | Path | None = None, run_test: bool = True,
-            limits: SandboxLimits | None = None, reference: bool = False) -> CombineResult:
+            limits: SandboxLimits | None = None, reference: bool = False,
+            call_budget_s: float = DEFAULT_CALL_TIMEOUT_S) -> CombineResult:
     """Builds, checks, tests, writes and loads ``{out_root}/{task}/seed{seed}/execution.py``.
 
     ``reference``: from the hand-written reference part (see :func:`build_module`).
@@ -272,12 +274,18 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
             init.write_text("", encoding="utf-8")
     if written:
         atomic_write_text(target, text)
+    # the module's code runs in this process under the runtime's time bound per call (a module that loops
+    # forever was written with --force after its sandboxed test flagged it; it must not hang this command)
     try:
-        player = load_class(task, seed, root=out_root)(-1, -2)
-        player.set_initial_values()
-        first = player.perform_task(player.skill, 1, 0, False, False)
+        player = call_bounded(load_class(task, seed, root=out_root), -1, -2, budget_s=call_budget_s)
+        call_bounded(player.set_initial_values, budget_s=call_budget_s)
+        first = call_bounded(player.perform_task, player.skill, 1, 0, False, False, budget_s=call_budget_s)
     except MetaPolicyError:
         raise
+    except CallTimeout:
+        raise CombineError(f"{target}: a call into the module took longer than {call_budget_s:g} s, the runtime's "
+                           "bound per call (it loops or waits); the module was written but every such call would "
+                           "fall back at run time") from None
     except Exception as exc:  # the module's own code failed
         raise CombineError(f"{target}: the module raised {exc!r} when called") from exc
     logger.info("combined %s seed %d -> %s (first skill %s)", task, seed, target, first)

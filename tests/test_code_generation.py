@@ -371,3 +371,25 @@ def test_combined_exploration_policy_draws_its_settings_without_importing_random
         policy.reset()
         depths.add(policy.player.max_depth)
     assert depths == {2, 3, 4} and policy.num_errors == 0
+
+
+def test_combine_force_with_a_policy_that_loops_forever_ends_instead_of_hanging(tmp_path, capsys):
+    """The sandboxed test flags the loop, --force writes the module anyway, and the in-process check call then
+    hung at 100% CPU; it now runs under the runtime's time bound per call and ends with an error naming it."""
+    import time
+
+    from code_generation.sandbox import SandboxLimits
+
+    looping = GNOMISH.replace('        if branch_number == 2:\n            return "discoverer"\n',
+                              '        while True:\n            dungeon_depth += 1\n')
+    run_dir = tmp_path / "gen" / "gnomish" / "_seed5"
+    run_dir.mkdir(parents=True)
+    (run_dir / "execution.py").write_text(looping)
+    start = time.monotonic()
+    with pytest.raises(CombineError, match=r"took longer than 0.1 s, the runtime's bound per call"):
+        combine("gnomish", 5, gen_dir=tmp_path / "gen", out_root=tmp_path / "meta", force=True,
+                limits=SandboxLimits(wall_seconds=2.0, cpu_seconds=2))
+    assert time.monotonic() - start < 30
+    # the runtime calls the same module under the same bound and falls back
+    policy = meta_policy.load("gnomish", 5, root=tmp_path / "meta")
+    assert policy.next_skill("discoverer", 1, 0, False, False) == "discoverer" and policy.num_errors == 1

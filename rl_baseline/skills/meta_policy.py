@@ -58,12 +58,8 @@ task and seed) and replaced by a fallback (``next_skill`` -> ``"discoverer"``,
 module never crashes an env worker. Each call is bounded in time
 (``MetaPolicyConfig.call_timeout_s``, default 0.1 s) when the wrapper is reset in the main
 thread of the process (the case for sample-factory env workers) and SIGALRM is not used by
-anything else: a call writes its deadline (one ``time.monotonic()``), and one daemon
-watchdog thread per process, polling a few times per budget, sends SIGALRM to the main
-thread (``signal.pthread_kill``) when a call overruns; the handler, installed once, raises
-inside a call into the module only. No system call is made per call (arming an interval
-timer twice per call cost about 10% of a skill-env step). Elsewhere (other threads,
-platforms without ``pthread_kill``) calls run unbounded.
+anything else, by :mod:`code_generation.time_bound` (a watchdog thread and SIGALRM, no system
+call per call). Elsewhere (other threads, platforms without ``pthread_kill``) calls run unbounded.
 A skill name outside ``SKILLS`` is replaced by the fallback too. :func:`load` returns
 a wrapper that is already reset; call :meth:`MetaPolicy.reset` at every episode start.
 
@@ -72,15 +68,14 @@ Pure Python + numpy: no NLE, no sample-factory.
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from code_generation import time_bound
 from code_generation.loader import DEFAULT_ROOT, MetaPolicyError, available, load_class, module_path  # noqa: F401
+from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S
 from common.vocabulary import SKILLS
 
 logger = logging.getLogger(__name__)
@@ -98,16 +93,11 @@ COLOR_MAP: dict[str, int] = {
 }
 
 
-class _CallTimeout(BaseException):
-    """Raised by the SIGALRM handler; a BaseException so ``except Exception`` in generated code cannot swallow it
-    (bare ``except:`` and ``except BaseException`` are refused by the code check)."""
-
-
 @dataclass
 class MetaPolicyConfig:
     """How generated code is called at run time."""
 
-    call_timeout_s: float = 0.1  # 0 disables the time bound
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S  # 0 disables the time bound
     max_logged_errors: int = 20  # then errors are only counted
 
 
@@ -140,20 +130,10 @@ class MetaPolicy:
     # -- guard -----------------------------------------------------------------
     def _timer_ready(self) -> bool:
         """Whether calls can be bounded (main thread, our SIGALRM handler); starts the watchdog."""
-        if self.config.call_timeout_s <= 0 or not hasattr(signal, "pthread_kill"):
-            return False
-        if threading.current_thread() is not threading.main_thread():
-            return False
-        current = signal.getsignal(signal.SIGALRM)
-        if current in (signal.SIG_DFL, signal.SIG_IGN, None):
-            signal.signal(signal.SIGALRM, _raise_timeout)  # installed once, kept for the process
-        elif current is not _raise_timeout:
-            return False  # someone else uses SIGALRM: leave it alone, run unbounded
-        _WATCHDOG.start(self.config.call_timeout_s)
-        return True
+        return time_bound.ready(self.config.call_timeout_s)
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
-        watch = _WATCHDOG if self._use_timer else None
+        watch = time_bound.WATCHDOG if self._use_timer else None
         try:
             if watch is not None:
                 watch.deadline = time.monotonic() + self.config.call_timeout_s
@@ -164,13 +144,13 @@ class MetaPolicy:
                 if watch is not None:
                     watch.in_call = False
                     watch.deadline = 0.0
-        except (_CallTimeout, Exception) as exc:  # generated code may raise anything
+        except (time_bound.CallTimeout, Exception) as exc:  # generated code may raise anything
             self._error(what, exc)
             return False, None
 
     def _error(self, what: str, exc: BaseException | str) -> None:
         self.num_errors += 1
-        text = "timed out" if isinstance(exc, _CallTimeout) else repr(exc)
+        text = "timed out" if isinstance(exc, time_bound.CallTimeout) else repr(exc)
         if self.num_errors <= self.config.max_logged_errors:
             logger.warning("meta-policy %s seed %d: %s failed (%s); using the fallback",
                            self.task, self.seed, what, text)
@@ -273,53 +253,6 @@ class MetaPolicy:
             self._call("eaten_food", _set_attr, player, "eaten_food", True)
         if self._hooks["update_position"] and "depth" in info and "dungeon_number" in info:
             self._call("update_position", player.update_position, int(info["depth"]), int(info["dungeon_number"]))
-
-
-class _Watchdog:
-    """Interrupts the main thread when a call into generated code overruns its deadline.
-
-    One daemon thread per process (restarted lazily after a fork). The main thread writes
-    ``deadline`` (``time.monotonic()`` seconds, 0 = no call running) and ``in_call``; the
-    thread polls every quarter budget (at most 25 ms), so a hanging call is stopped within
-    1.25x its budget (plus the interpreter's 5 ms thread switch interval).
-    """
-
-    def __init__(self) -> None:
-        self.deadline = 0.0
-        self.in_call = False
-        self._thread: threading.Thread | None = None
-        self._poll_s = 0.025
-
-    def start(self, budget_s: float) -> None:
-        self._poll_s = min(self._poll_s, max(budget_s / 4.0, 0.001))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, args=(threading.main_thread().ident,),
-                                            name="meta-policy-watchdog", daemon=True)
-            self._thread.start()
-
-    def _run(self, main_ident: int) -> None:
-        while True:
-            time.sleep(self._poll_s)
-            deadline = self.deadline
-            if deadline and self.in_call and time.monotonic() > deadline:
-                self.deadline = 0.0  # once per call
-                signal.pthread_kill(main_ident, signal.SIGALRM)
-
-    def forget_thread(self) -> None:
-        """In a forked child: the parent's thread does not exist here."""
-        self._thread = None
-        self.deadline = 0.0
-        self.in_call = False
-
-
-_WATCHDOG = _Watchdog()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_WATCHDOG.forget_thread)
-
-
-def _raise_timeout(signum: int, frame: Any) -> None:
-    if _WATCHDOG.in_call:  # an alarm that arrives after the call returned is ignored
-        raise _CallTimeout()
 
 
 def _set_attr(obj: Any, name: str, value: Any) -> None:
