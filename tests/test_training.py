@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -534,6 +535,40 @@ def test_environment_failure_ends_the_run_with_an_error(tmp_path, where):
         assert "worker process exited during training: rollout_proc1" in text
     else:
         assert "building the environment failed" in text and "RolloutWorker" not in text
+
+
+LEARNER_FAULT_DRIVER = """
+import sys
+from sample_factory.algo.learning.learner import Learner
+
+def broken_init(self, *args, **kwargs):
+    raise RuntimeError("simulated learner failure")
+
+Learner.init = broken_init  # the learner process starts from this one, with the fault in place
+from scripts.main import main
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_learner_that_fails_at_start_ends_the_run_within_a_minute(tmp_path):
+    """The learner's event loop raised, its process stayed alive (non-daemon threads) and training waited for its
+    first heartbeat for minutes ("Components not started: LearnerWorker_p0"); now the process exits, the watchdog
+    sees it and the run ends non-zero with the error and the newest checkpoint named."""
+    (tmp_path / "drive.py").write_text(LEARNER_FAULT_DRIVER)
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{tmp_path}", OMP_NUM_THREADS="1")
+    args = ["--num_workers", "1", "--num_envs_per_worker", "2", "--batch_size", "256", "--rollout", "16",
+            "--device", "cpu", "--train_dir", str(tmp_path / "runs"), "--experiment", "x", "--llm_reward", "0",
+            "--train_for_env_steps", "100000"]
+    start = time.monotonic()
+    proc = run_command([sys.executable, str(tmp_path / "drive.py"), *args], tmp_path, env, timeout=150)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1, text[-3000:]
+    assert time.monotonic() - start < 90  # start-up, then under a minute from the failure
+    assert "simulated learner failure" in text
+    assert "worker process exited during training: learner_proc0 (exit code 1)" in text
+    assert "newest checkpoint: none saved yet; the same command resumes from it" in text
 
 
 # ----------------------------------------------------------------------------- end to end

@@ -13,6 +13,10 @@ Subclasses only (sample-factory itself is never modified):
 """
 from __future__ import annotations
 
+import functools
+import os
+import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +105,30 @@ def _make_maestro_learner(runner: Any, event_loop: Any, policy_id: int, batcher:
                                 policy_id=policy_id)
 
 
+def _exit_when_it_fails(target: Any) -> None:
+    """A worker process's body: an exception ends the process at once after its traceback is printed.
+
+    Without this, a worker whose event loop raised (a learner failing in its ``init``, say) printed its traceback
+    and stayed alive, held by its non-daemon threads, so the runner waited for its first heartbeat for minutes
+    ("Components not started: LearnerWorker_p0") and a slurm job burned its allocation. Once the process is gone,
+    :class:`rl_baseline.sf.train.ProcessWatchdog` sees it and ends the run."""
+    try:
+        target()
+    except Exception:  # noqa: BLE001 - any error of the worker ends it
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
 class MaestroParallelRunner(ParallelRunner):
     _make_learner = _make_maestro_learner
+
+    def _on_start(self) -> None:
+        for proc in list(self.processes) + list(getattr(self.sampler, "processes", [])):
+            inner = proc._process  # the multiprocessing.Process an EventLoopProcess wraps; not started yet
+            inner._target = functools.partial(_exit_when_it_fails, inner._target)
+        super()._on_start()
 
 
 class MaestroSerialRunner(SerialRunner):

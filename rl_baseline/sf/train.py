@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
@@ -341,6 +342,11 @@ def train(cfg: Any) -> int:
         status = ExperimentStatus.FAILURE
     if status != ExperimentStatus.SUCCESS:
         _terminate_children(runner)
-        logger.error("training ended with status %s (%s)", int(status),
-                     "failure" if status == ExperimentStatus.FAILURE else "interrupted")
+        from rl_baseline.sf.checkpoints import list_checkpoints
+
+        saved = list_checkpoints(Path(experiment_dir(cfg=cfg)) / "checkpoint_p0")
+        logger.error("training ended with status %s (%s)%s; newest checkpoint: %s; the same command resumes from it",
+                     int(status), "failure" if status == ExperimentStatus.FAILURE else "interrupted",
+                     f": {', '.join(watchdog.dead)} exited" if watchdog.dead else "",
+                     saved[-1] if saved else "none saved yet")
     return int(status)
