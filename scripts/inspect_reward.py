@@ -3,7 +3,8 @@
 Example::
 
     python -m scripts.inspect_reward --reward_dir train_dir/skill_rewards/llama3_descender_default \\
-        --dataset og_dataset/descender.npz --top 20
+        --dataset og_dataset/descender.npz --top 20 --quantile 0.85 \\
+        --message "You finish your prayer.  You feel that Chih Sung-tzu is displeased."
 """
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import argparse
 import logging
 import sys
 
+import numpy as np
+
+from common.nethack.messages import encode_message
 from rlaif.dataset import DatasetError, load_dataset
 from rlaif.reward_model import load_skill_reward
 from rlaif.train_reward import ScoredInput, score_dataset_inputs
@@ -27,6 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="dataset file, e.g. og_dataset/descender.npz (or .pkl)")
     p.add_argument("--top", type=int, default=20, help="how many inputs to show at each end (default: %(default)s)")
     p.add_argument("--device", default="cpu", help="torch device for scoring (default: %(default)s)")
+    p.add_argument("--quantile", type=float, default=None,
+                   help="also print the normalized reward at this quantile of the training inputs: the threshold RL "
+                        "applies with --eps_threshold_quantile (0.85 for every skill but the discoverer's 0.95)")
+    p.add_argument("--message", action="append", default=[],
+                   help="also score this message (repeatable), with --depth_change")
+    p.add_argument("--depth_change", type=float, default=0.0,
+                   help="the depth change scored with each --message (default: %(default)s)")
     return p
 
 
@@ -57,6 +68,15 @@ def main(argv: list[str] | None = None) -> list[ScoredInput]:
     print(f"bottom {n}:")
     for item in ranked[::-1][:n]:
         print(_line(item))
+    if args.quantile is not None:
+        try:
+            print(f"threshold at the {args.quantile:.2f} quantile: {loaded.threshold(args.quantile):+.4f}")
+        except ValueError as exc:
+            print(f"error: --quantile: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+    for text in args.message:
+        reward = float(loaded.score(encode_message(text), np.float32(args.depth_change)).reshape(-1)[0])
+        print(f"{reward:+8.3f}  depth {args.depth_change:+3.0f}  (--message) {text}")
     return ranked
 
 

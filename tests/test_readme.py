@@ -30,7 +30,19 @@ def readme_commands() -> list[list[str]]:
     return commands
 
 
-COMMANDS = readme_commands()
+def readme_inline_commands() -> list[list[str]]:
+    """The full commands quoted inline in the text (`` `python -m scripts.X --flag ...` ``, possibly across a line
+    break), outside fenced blocks; a bare module name or ``--help`` is a mention, not a command."""
+    body = re.sub(r"```.*?```", "", README.read_text(), flags=re.S)
+    commands = []
+    for span in re.findall(r"`(python -m scripts\.[^`]+)`", body, flags=re.S):
+        argv = shlex.split(" ".join(span.split()))
+        if len(argv) > 3 and "--help" not in argv:
+            commands.append(argv)
+    return commands
+
+
+COMMANDS = readme_commands() + readme_inline_commands()
 
 
 def test_readme_shows_every_phase():

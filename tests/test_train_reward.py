@@ -146,7 +146,28 @@ def test_inspect_reward_lists_top_and_bottom(descender_run, capsys) -> None:
     assert ASCEND[0] in bottom.strip().splitlines()[0]
     with pytest.raises(SystemExit) as exc:
         main(["--reward_dir", str(root / "missing"), "--dataset", str(root / "og_dataset" / "descender.npz")])
-    assert exc.value.code != 0 and "reward directory not found" in capsys.readouterr().err
+    assert exc.value.code == 2 and "reward directory not found" in capsys.readouterr().err
+
+
+def test_inspect_reward_prints_the_threshold_and_scores_given_messages(descender_run, capsys) -> None:
+    """The figures the README quotes about a reward model (its threshold, the reward of one message) come from
+    this command."""
+    from rlaif.reward_model import load_skill_reward
+    from scripts.inspect_reward import main
+
+    root, _, _ = descender_run
+    reward_dir = root / "skill_rewards" / EXPERIMENT
+    main(["--reward_dir", str(reward_dir), "--dataset", str(root / "og_dataset" / "descender.npz"), "--top", "1",
+          "--quantile", "0.85", "--message", DESCEND[0], "--depth_change", "1", "--message", ASCEND[0]])
+    out = capsys.readouterr().out
+    loaded = load_skill_reward(reward_dir)
+    assert f"threshold at the 0.85 quantile: {loaded.threshold(0.85):+.4f}" in out
+    expected = float(loaded.score(encode_message(DESCEND[0]), np.float32(1.0)).reshape(-1)[0])
+    assert f"{expected:+8.3f}  depth  +1  (--message) {DESCEND[0]}" in out
+    with pytest.raises(SystemExit) as exc:
+        main(["--reward_dir", str(reward_dir), "--dataset", str(root / "og_dataset" / "descender.npz"),
+              "--quantile", "0.42"])
+    assert exc.value.code == 2 and "--quantile: quantile 0.42 is not in" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ files
