@@ -25,6 +25,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -625,6 +626,18 @@ def run_plan(
                     if stream:
                         echo("    " + line.rstrip("\n"))
                 rc = proc.wait()
+            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through common.interrupts
+                signum = getattr(exc, "signum", signal.SIGINT)
+                if proc.poll() is None:  # the phase gets the same signal and saves what it has
+                    proc.send_signal(signum)
+                    try:
+                        proc.wait(timeout=60)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                log.write(f"\n[interrupted by {signal.Signals(signum).name}]\n")
+                exc.phase = phase.name  # type: ignore[attr-defined]  (for the caller's message)
+                raise
             finally:
                 if watchdog is not None:
                     watchdog.cancel()

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 from pathlib import Path
 
+from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import ALL_TASKS, EVAL_TASKS
 from orchestration.pipeline import (
     PRESETS,
@@ -189,8 +191,15 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     print(BANNER.format(preset=args.preset, out=out, replay=cfg.replay), flush=True)
-    results = run_plan(plan, out, resume=args.resume, echo=lambda s: print(s, flush=True), stream=args.stream,
-                       timeout_s=args.phase_timeout)
+    try:
+        with sigterm_raises():
+            results = run_plan(plan, out, resume=args.resume, echo=lambda s: print(s, flush=True),
+                               stream=args.stream, timeout_s=args.phase_timeout)
+    except KeyboardInterrupt as exc:
+        again = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--resume", "--clean")]
+        return interrupted_exit(exc, f"phase {getattr(exc, 'phase', '?')} was stopped (it got the same signal and "
+                                "saved what it could); the phases finished before are kept. Resume with: python -m "
+                                f"scripts.pipeline {shlex.join(again + ['--resume'])}")
     print("\ntime per stage:")
     print(timing_table(results))
     if not results or results[-1].status == "failed":

@@ -105,3 +105,48 @@ def test_reward_training_interrupted_names_its_checkpoint_and_resumes(tmp_path, 
     assert f"resuming from {newest[1]} at iteration {newest[0]} of" in err
     total = int(err.split(f"at iteration {newest[0]} of ")[1].split()[0])
     assert f"{EXPERIMENT}: {total} iterations" in out
+
+
+PIPELINE_DRIVER = """
+import sys
+import scripts.pipeline as cli
+from orchestration.pipeline import Phase
+
+ROOT = sys.argv[1]
+annotate = ["--goal_key", "descender", "--directory", ROOT + "/og_dataset", "--preference_dir", ROOT + "/preference",
+            "--logdir", ROOT + "/logs", "--no_progress", "--backend", "heuristic", "--batch_size", "4"]
+# two phases of the real kind: one that finishes, one that is running when the signal comes
+cli.build_plan = lambda cfg: [
+    Phase("check/gnomish", "check", "scripts.pipeline", ["--check_meta_policies", "--tasks", "gnomish"]),
+    Phase("annotate/descender", "annotate", "scripts.annotate_pairs", annotate),
+]
+if __name__ == "__main__":
+    sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("signum, status", SIGNALS)
+def test_the_pipeline_passes_the_signal_to_its_phase_and_says_how_to_resume(tmp_path, signum, status) -> None:
+    write_dataset(tmp_path, "descender", make_dataset(60, seed=5))
+    (tmp_path / "drive.py").write_text(PIPELINE_DRIVER)
+    out = tmp_path / "run"
+    cpath = chunk_path(tmp_path / "preference", "llama3_descender_default", 0, 1)
+    args = [str(tmp_path / "drive.py"), str(tmp_path), "--preset", "ci", "--out_dir", str(out)]
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{tmp_path}", **{TEST_DELAY_ENV: "0.15"})
+    proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: cpath.exists() and 8 <= int((np.load(cpath) != UNKNOWN).sum()), proc, "the annotation phase")
+    rc, err = _interrupt(proc, signum)
+    assert rc == status and "Traceback" not in err
+    name = signal.Signals(signum).name
+    assert f"interrupted by {name}: phase annotate/descender was stopped" in err
+    resume = err.split("Resume with: ")[1].strip()
+    assert resume.endswith(f"--preset ci --out_dir {out} --resume")
+    # the phase saved what it had when the pipeline passed the signal on
+    assert f"[interrupted by {name}]" in (out / "logs" / "annotate__descender.log").read_text()
+    assert 0 < int((np.load(cpath) != UNKNOWN).sum()) < 60
+    again = subprocess.run([sys.executable, *args, "--resume"], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "[1/2] check/gnomish: skipped (finished in an earlier run)" in again.stdout
+    assert load_preferences(tmp_path / "preference" / "llama3_descender_default.npy", 60).shape == (60,)
