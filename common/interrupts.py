@@ -26,18 +26,27 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+#: the signals :func:`sigterm_raises` turned into :class:`Interrupted`, newest last (for code whose
+#: ``KeyboardInterrupt`` is caught by a library, as sample-factory's event loop does)
+RECEIVED: list[int] = []
+
+
 @contextmanager
-def sigterm_raises() -> Iterator[None]:
+def sigterm_raises(sigint: bool = False) -> Iterator[None]:
     """Inside the block, SIGTERM raises :class:`Interrupted` in the main thread as SIGINT raises
-    ``KeyboardInterrupt`` (the previous handler comes back after it)."""
+    ``KeyboardInterrupt`` (``sigint``: SIGINT too, so that it is recorded in :data:`RECEIVED`); the previous
+    handlers come back after it."""
     def handler(signum: int, _frame: object) -> None:
+        RECEIVED.append(signum)
         raise Interrupted(signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    signums = [signal.SIGTERM] + ([signal.SIGINT] if sigint else [])
+    previous = {s: signal.signal(s, handler) for s in signums}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def interrupted_exit(exc: BaseException, saved: str) -> int:

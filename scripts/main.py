@@ -41,6 +41,7 @@ the run with exit status 1; a bad configuration is reported before any worker st
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -74,9 +75,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             evaluate(cfg)
             return 0
+        from sample_factory.algo.utils.misc import ExperimentStatus
+
+        from common.interrupts import RECEIVED, sigterm_raises
         from rl_baseline.sf.train import train
 
-        return train(cfg)
+        # sample-factory's event loop catches the KeyboardInterrupt a signal raises, stops the workers in order
+        # (the learner saves a checkpoint) and reports INTERRUPTED; the exit status then says which signal
+        with sigterm_raises(sigint=True):
+            status = train(cfg)
+        if status == ExperimentStatus.INTERRUPTED:
+            return 128 + (RECEIVED[-1] if RECEIVED else int(signal.SIGINT))
+        return status
     except (ConfigError, CheckpointError, FileNotFoundError, BackendError) as exc:  # BackendError: --meta_llm_*
         logger.error("%s", exc)
         return 2

@@ -150,3 +150,27 @@ def test_the_pipeline_passes_the_signal_to_its_phase_and_says_how_to_resume(tmp_
     assert again.returncode == 0, again.stderr[-2000:]
     assert "[1/2] check/gnomish: skipped (finished in an earlier run)" in again.stdout
     assert load_preferences(tmp_path / "preference" / "llama3_descender_default.npy", 60).shape == (60,)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status", SIGNALS)
+def test_skill_training_interrupted_saves_a_checkpoint_and_resumes_from_it(tmp_path, signum, status) -> None:
+    """sample-factory's loop stops the workers in order and the learner saves; the exit status says which signal
+    (it was 2 for both, and SIGTERM killed the main process and left the workers)."""
+    args = ["scripts.main", "--train_dir", str(tmp_path), "--experiment", "x", "--device", "cpu", "--num_workers",
+            "1", "--num_envs_per_worker", "2", "--batch_size", "256", "--rollout", "16", "--encoder_arch", "project",
+            "--skill_reward", "progress", "--max_episode_steps", "200"]
+    proc = _spawn(args + ["--train_for_env_steps", "100000000"], REPO)
+    log = tmp_path / "x" / "sf_log.txt"
+    _wait_for(lambda: log.exists() and "Fps is" in log.read_text(), proc, "training", timeout=120)
+    rc, err = _interrupt(proc, signum)
+    assert rc == status, err[-3000:]
+    saved = sorted((tmp_path / "x" / "checkpoint_p0").glob("checkpoint_*.pth"))
+    assert saved, "the learner saved nothing on the way out"
+    assert f"(interrupted); newest checkpoint: {saved[-1]}; the same command resumes from it" in err
+    steps = int(saved[-1].stem.split("_")[-1])
+    again = _spawn(args + ["--train_for_env_steps", str(steps + 2000)], REPO)
+    out, err = again.communicate(timeout=180)
+    assert again.returncode == 0, err[-3000:]
+    text = out + err
+    assert f"loading {saved[-1]}" in text and f"self.env_steps={steps}" in text

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -112,6 +113,10 @@ def _exit_when_it_fails(target: Any) -> None:
     and stayed alive, held by its non-daemon threads, so the runner waited for its first heartbeat for minutes
     ("Components not started: LearnerWorker_p0") and a slurm job burned its allocation. Once the process is gone,
     :class:`rl_baseline.sf.train.ProcessWatchdog` sees it and ends the run."""
+    # SIGTERM (slurm's scancel and preemption reach every process of the job) is the main process's to handle:
+    # it stops the workers in order and the learner saves a checkpoint on the way (sample-factory's workers
+    # already ignore SIGINT for the same reason)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         target()
     except Exception:  # noqa: BLE001 - any error of the worker ends it

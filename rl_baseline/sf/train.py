@@ -249,9 +249,9 @@ def _terminate_children(runner: Any, timeout: float = 10.0) -> None:
     for proc in _runner_processes(runner):
         try:
             proc.join(max(0.0, deadline - time.time()))
-            if proc.is_alive():
-                logger.warning("terminating %s", proc.name)
-                proc.terminate()
+            if proc.is_alive():  # workers ignore SIGTERM (rl_baseline.sf.learner): kill
+                logger.warning("stopping %s", proc.name)
+                getattr(proc, "_process", proc).kill()
                 proc.join(5.0)
         except (AssertionError, ValueError):  # never started / already closed
             continue
