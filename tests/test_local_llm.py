@@ -97,16 +97,17 @@ def _real_labels(root: Path, n: int) -> tuple[np.ndarray, list[dict], dict]:
 
 
 @pytest.mark.slow
+@needs_llama_cpp
 def test_annotation_with_the_real_model_in_process(tmp_path, capsys) -> None:
     write_dataset(tmp_path, "descender", make_dataset(3))
-    rc = annotate_pairs.main(cli(tmp_path, "--backend", "transformers", "--model", "smollm2-135m",
+    rc = annotate_pairs.main(cli(tmp_path, "--backend", "llamacpp", "--model", "smollm2-135m",
                                  "--max_tokens", "96", "--batch_size", "3", "--max_unusable_share", "1"))
     assert rc == 0, capsys.readouterr().err
     labels, records, meta = _real_labels(tmp_path, 3)
     assert labels.shape == (3,) and set(labels.tolist()) <= {0, 1, 2, 3}
     # the log holds the model's own replies, and the metadata says a language model made the labels
     assert len(records) == 3 and all(r["replies"] and "Moment 1" in r["prompt"] for r in records)
-    assert meta["backend"] == "transformers" and meta["model"] == "smollm2-135m" and not meta["stand_in"]
+    assert meta["backend"] == "llamacpp" and meta["model"] == "smollm2-135m" and not meta["stand_in"]
 
 
 def _free_port() -> int:
