@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -35,11 +36,14 @@ RECEIVED: list[int] = []
 def sigterm_raises(sigint: bool = False) -> Iterator[None]:
     """Inside the block, SIGTERM raises :class:`Interrupted` in the main thread as SIGINT raises
     ``KeyboardInterrupt`` (``sigint``: SIGINT too, so that it is recorded in :data:`RECEIVED`); the previous
-    handlers come back after it."""
+    handlers come back after it. Outside the main thread (a library call from a worker thread) it does nothing."""
     def handler(signum: int, _frame: object) -> None:
         RECEIVED.append(signum)
         raise Interrupted(signum)
 
+    if threading.current_thread() is not threading.main_thread():  # only the main thread can set handlers
+        yield
+        return
     signums = [signal.SIGTERM] + ([signal.SIGINT] if sigint else [])
     previous = {s: signal.signal(s, handler) for s in signums}
     try:
