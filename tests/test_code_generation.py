@@ -69,6 +69,15 @@ def _replay_file(path: Path, answers: list[str]) -> Path:
     return path
 
 
+def _replayed_run(tmp_path: Path, task: str, seed: int, answers: list[str]) -> tuple[int, Path]:
+    """``scripts.generate_code`` on recorded answers; its exit status and run folder."""
+    replay = _replay_file(tmp_path / "recorded.jsonl", answers)
+    out = tmp_path / "gen"
+    rc = generate_code.main(["--task", task, "--seed", str(seed), "--backend", "replay", "--replay", str(replay),
+                             "--out_dir", str(out)])
+    return rc, out / task / f"_seed{seed}"
+
+
 def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -100,17 +109,14 @@ def test_extract_code_and_verdict():
 def test_an_answer_cut_inside_its_code_block_is_named_as_such(tmp_path, capsys):
     """A small model's answer cut at --max_tokens opens a block it never closes; the rewrite prompt says so
     (it said "no code block", which the model cannot act on)."""
-    replay = _replay_file(tmp_path / "recorded.jsonl", [
+    rc, run_dir = _replayed_run(tmp_path, "gnomish", 42, [
         "Here is the class.\n```python\nclass NetHackPlayer:\n    def __init__(self, max_depth",  # cut short
         "I have no code for you.",
         _answer(GNOMISH),
         "Every trace reaches the Mines as planned.\nVERDICT: YES",
     ])
-    out = tmp_path / "gen"
-    rc = generate_code.main(["--task", "gnomish", "--seed", "42", "--backend", "replay", "--replay", str(replay),
-                             "--out_dir", str(out)])
     assert rc == 0, capsys.readouterr().err
-    rewrites = [r["content"] for r in _records(out / "gnomish" / "_seed42" / "transcript.jsonl")
+    rewrites = [r["content"] for r in _records(run_dir / "transcript.jsonl")
                 if r["kind"] == "rewrite" and r["role"] == "user"]
     assert "opened a ```python code block but never closed it" in rewrites[0]
     assert "contained no ```python code block" in rewrites[1]
@@ -205,18 +211,15 @@ print("gold", sim.gold, "kills", sim.kills, "left the dungeon:", sim.escaped)
 
 
 def test_replay_composite_task_with_attribute_follow_up(tmp_path):
-    replay = _replay_file(tmp_path / "recorded.jsonl", [
+    rc, run_dir = _replayed_run(tmp_path, "goldenexit", 3, [
         _answer(GOLDEN_FIRST),  # crashes: AttributeError in the unit test
         _answer(GOLDEN_POLICY),
         "The trace follows the plan.\nVERDICT: YES",
         _answer(GOLDEN_HOOKS),
         "Gold and kills are tracked and the hero leaves only afterwards.\nVERDICT: YES",
     ])
-    out = tmp_path / "gen"
-    rc = generate_code.main(["--task", "goldenexit", "--seed", "3", "--backend", "replay", "--replay", str(replay),
-                             "--out_dir", str(out)])
     assert rc == 0
-    run_dir = out / "goldenexit" / "_seed3"
+    out = tmp_path / "gen"
     code = (run_dir / "execution.py").read_text()
     assert "def update_gold" in code and "def defeat_monster" in code
     records = _records(run_dir / "transcript.jsonl")
