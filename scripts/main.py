@@ -44,7 +44,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 if __package__ in (None, ""):  # run as a file (python scripts/main.py, ONI's spelling): the project on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -52,29 +52,42 @@ if __package__ in (None, ""):  # run as a file (python scripts/main.py, ONI's sp
 logger = logging.getLogger("scripts.main")
 
 
+def _evaluate(cfg: Any) -> int:
+    """An evaluation (tasks, a forced skill, or Motif's root environment); it writes its results at the end, so an
+    interrupted one leaves nothing behind and says so."""
+    from common.interrupts import interrupted_exit, sigterm_raises
+    from rl_baseline.sf.cfg import evaluates_root_env, forced_skill
+
+    try:
+        with sigterm_raises():
+            if evaluates_root_env(cfg):
+                from rl_baseline.sf.motif_eval import evaluate_root_env
+
+                evaluate_root_env(cfg)
+            elif forced_skill(cfg) is not None:
+                from rl_baseline.sf.skill_eval import evaluate_skill
+
+                evaluate_skill(cfg)
+            else:
+                from rl_baseline.sf.evaluate import evaluate
+
+                evaluate(cfg)
+    except KeyboardInterrupt as exc:
+        return interrupted_exit(exc, "an evaluation writes its results when it ends, so nothing was written and "
+                                "earlier results are as they were; run the same command again to evaluate")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     from common.llm import BackendError
-    from rl_baseline.sf.cfg import ConfigError, evaluates_root_env, forced_skill, resolve_cfg
+    from rl_baseline.sf.cfg import ConfigError, resolve_cfg
     from rl_baseline.sf.checkpoints import CheckpointError
 
     try:
         cfg = resolve_cfg(argv)  # parsed, derived and validated once; the phases take it as it is
         if cfg.evaluation:
-            if evaluates_root_env(cfg):
-                from rl_baseline.sf.motif_eval import evaluate_root_env
-
-                evaluate_root_env(cfg)
-                return 0
-            if forced_skill(cfg) is not None:
-                from rl_baseline.sf.skill_eval import evaluate_skill
-
-                evaluate_skill(cfg)
-                return 0
-            from rl_baseline.sf.evaluate import evaluate
-
-            evaluate(cfg)
-            return 0
+            return _evaluate(cfg)
         from sample_factory.algo.utils.misc import ExperimentStatus
 
         from common.interrupts import RECEIVED, sigterm_raises

@@ -174,3 +174,24 @@ def test_skill_training_interrupted_saves_a_checkpoint_and_resumes_from_it(tmp_p
     assert again.returncode == 0, err[-3000:]
     text = out + err
     assert f"loading {saved[-1]}" in text and f"self.env_steps={steps}" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status", SIGNALS)
+def test_an_interrupted_evaluation_writes_nothing_and_says_so(tmp_path, signum, status) -> None:
+    train = ["scripts.main", "--train_dir", str(tmp_path), "--experiment", "x", "--device", "cpu", "--num_workers",
+             "1", "--num_envs_per_worker", "2", "--batch_size", "256", "--rollout", "16", "--encoder_arch", "project",
+             "--skill_reward", "progress", "--max_episode_steps", "200", "--train_for_env_steps", "1000"]
+    done = subprocess.run([sys.executable, "-m", *train], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    eval_dir = tmp_path / "eval"
+    proc = _spawn(["scripts.main", "--train_dir", str(tmp_path), "--experiment", "x", "--evaluation", "True",
+                   "--eval_target", "gnomish", "--eval_protocol", "project", "--eval_episodes", "1000",
+                   "--eval_num_envs", "2", "--eval_dir", str(eval_dir)], REPO)
+    time.sleep(8.0)  # playing
+    assert proc.poll() is None
+    rc, err = _interrupt(proc, signum)
+    assert rc == status and "Traceback" not in err
+    assert f"interrupted by {signal.Signals(signum).name}: an evaluation writes its results when it ends" in err
+    assert not any(eval_dir.glob("*.json"))
