@@ -44,7 +44,9 @@ def sigterm_raises(sigint: bool = False) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread can set handlers
         yield
         return
-    signums = [signal.SIGTERM] + ([signal.SIGINT] if sigint else [])
+    # a SIGINT the process was started with ignored (a background job of a script) stays ignored
+    signums = [signal.SIGTERM] + ([signal.SIGINT] if sigint and signal.getsignal(signal.SIGINT) != signal.SIG_IGN
+                                  else [])
     previous = {s: signal.signal(s, handler) for s in signums}
     try:
         yield

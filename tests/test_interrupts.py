@@ -22,9 +22,15 @@ REPO = Path(__file__).resolve().parents[1]
 SIGNALS = [(signal.SIGINT, 130), (signal.SIGTERM, 143)]
 
 
+def _default_sigint() -> None:
+    """In the child before it starts: SIGINT as in a terminal. A test run started in the background of a script
+    inherits SIGINT ignored, and Python then never turns it into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _spawn(args: list[str], cwd: Path, **env: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, env=dict(os.environ, PYTHONPATH=str(REPO), **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
 
 
 def _wait_for(condition, proc: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
@@ -134,7 +140,7 @@ def test_the_pipeline_passes_the_signal_to_its_phase_and_says_how_to_resume(tmp_
     args = [str(tmp_path / "drive.py"), str(tmp_path), "--preset", "ci", "--out_dir", str(out)]
     env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{tmp_path}", **{TEST_DELAY_ENV: "0.15"})
     proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     _wait_for(lambda: cpath.exists() and 8 <= int((np.load(cpath) != UNKNOWN).sum()), proc, "the annotation phase")
     rc, err = _interrupt(proc, signum)
     assert rc == status and "Traceback" not in err

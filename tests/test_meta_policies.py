@@ -166,7 +166,7 @@ def test_watchdog_bounds_every_call_and_never_fires_outside_one(tmp_path):
 
     _write_module(tmp_path, "gnomish", 8, BROKEN)
     policy = meta_policy.load("gnomish", 8, root=tmp_path, config=meta_policy.MetaPolicyConfig(call_timeout_s=0.2))
-    assert any(t.name == "meta-policy-watchdog" for t in threading.enumerate())
+    assert any(t.name == "generated-code-watchdog" for t in threading.enumerate())
     for _ in range(2):
         start = time.monotonic()
         assert policy.next_skill("discoverer", 2, 0, False, False) == "discoverer"  # endless loop: timed out
