@@ -581,8 +581,10 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
             check_backend_name(cfg.backend)
         except BackendError as exc:
             raise AnnotationError(f"--backend: {exc}") from exc
-    if cfg.batch_size < 1 or cfg.flushing_freq < 1:
-        raise AnnotationError("--batch_size and --flushing_freq must be >= 1")
+    try:  # the same rules the scripts apply before calling (there: exit 2)
+        check_annotation_flags(cfg)
+    except FlagError as exc:
+        raise AnnotationError(str(exc)) from None
     source, builder = _prepare(cfg)
     num_pairs = source.num_pairs
     start, end = chunk_bounds(num_pairs, cfg.n_chunks, cfg.chunk_number)
