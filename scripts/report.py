@@ -12,7 +12,8 @@ validation accuracy per skill, and the training curves ``curves_intrinsic_return
 ``curves_skill_share.png``, ``curves_nonzero_fraction.png``, ``curves_episode_length.png``,
 ``curves_skill_measures.png``). results.md also lists the final value of every skill measure
 (``measures/{skill}/{measure}``), the meta-policy errors of each evaluation (with a warning
-naming the tasks whose generated meta-policy raised) and, when an experiment has a
+naming the tasks whose generated meta-policy raised), the first-against-last window table of each training
+run (``--window``) and, when an experiment has a
 ``skill_report.md`` (:mod:`scripts.skill_report`), its forced-skill evaluation table and plot.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import logging
 import sys
 from pathlib import Path
 
-from orchestration.report import ReportError, build_report
+from orchestration.report import DEFAULT_WINDOW, ReportError, build_report
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,16 +40,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no_paper", action="store_true",
                    help="leave out the paper's MaestroMotif column")
     p.add_argument("--no_plots", action="store_true", help="write results.md only")
+    p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
+                   help="env steps at the start and at the end of each skill-training run compared in the "
+                        "'first and last window' table (a run shorter than four windows uses a quarter of its "
+                        "length; default: %(default)s, the README's 'over training' figures)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.window < 1:
+        print(f"error: --window must be at least 1, got {args.window}", file=sys.stderr)
+        return 2
     roots = args.train_dir or ["train_dir"]
     out = Path(args.out) if args.out else Path(roots[0]) / "report"
     try:
-        report = build_report(roots, out, paper=not args.no_paper, plots=not args.no_plots)
+        report = build_report(roots, out, paper=not args.no_paper, plots=not args.no_plots, window=args.window)
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

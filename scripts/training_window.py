@@ -33,20 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def window_means(series: tuple[list[int], list[float]], window: int) -> tuple[float, int, float, int]:
-    """Mean and count of the values in the first and in the last ``window`` steps of ``series``."""
-    steps, values = series
-    last = steps[-1]
-    first = [v for s, v in zip(steps, values) if s <= steps[0] + window and v == v]
-    end = [v for s, v in zip(steps, values) if s >= last - window and v == v]
-    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
-    return mean(first), len(first), mean(end), len(end)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     args = build_parser().parse_args(argv)
-    from orchestration.report.training import read_tensorboard_scalars
+    from orchestration.report.training import TrainingRun, read_tensorboard_scalars, window_means
 
     if args.window < 1:
         logger.error("--window must be at least 1")
@@ -58,16 +48,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         logger.error("--policy_dir %s: no tensorboard summaries with the tags' prefixes %s", args.policy_dir,
                      ", ".join(prefixes))
         return 2
-    missing = [t for t in tags if t not in scalars]
+    run = TrainingRun(args.policy_dir, args.policy_dir, scalars)
+    # the tag as written; where only our observer's `{tag}_mean` was logged, that one
+    series = lambda tag: scalars[tag] if tag in scalars else run.get(tag)  # noqa: E731
+    missing = [t for t in tags if not series(t)[0]]
     if missing:
         logger.error("not in %s: %s", args.policy_dir, ", ".join(missing))
         return 2
-    last = max(scalars[t][0][-1] for t in tags)
+    last = max(series(t)[0][-1] for t in tags)
     print(f"Run `{args.policy_dir}`, {last:,} env steps; means of the summaries in the first and last "
           f"{args.window:,} env steps (summaries counted in brackets).\n")
     print("| tag | first | last |\n|---|---|---|")
     for t in tags:
-        a, na, b, nb = window_means(scalars[t], args.window)
+        a, na, b, nb = window_means(series(t), args.window)
         print(f"| {t} | {a:.4g} ({na}) | {b:.4g} ({nb}) |")
     return 0
 

@@ -190,3 +190,40 @@ def test_skill_report_table_from_json_and_absent_report(tmp_path):
     assert SKILL_REPORT_HEADING in md
     assert "| merchant | items_sold | 1.5 [1, 2] | 0.5 [0, 1] | 0 [-0.5, 0.5] |" in md
     assert not (tmp_path / "r1" / "skill_report.png").exists()
+
+
+def _write_rising_run(exp_dir: Path, last_step: int) -> None:
+    """A run whose descender share is 0 for the first half of its steps and 0.4 after; episode length 100 then 500."""
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(exp_dir / ".summary" / "0"))
+    for step in range(0, last_step + 1, last_step // 10):
+        late = step > last_step // 2
+        writer.add_scalar("skills/descender_share", 0.4 if late else 0.0, step)
+        writer.add_scalar("skills/discoverer_share", 0.6 if late else 1.0, step)
+        writer.add_scalar("len/len", 500.0 if late else 100.0, step)
+        writer.add_scalar("messages/empty_share", 0.25, step)
+    writer.close()
+
+
+def test_report_compares_the_first_and_last_window_of_each_run(tmp_path):
+    _write_rising_run(tmp_path / "long", 2_000_000)
+    _write_rising_run(tmp_path / "short", 100_000)
+    md = build_report([tmp_path], tmp_path / "out", plots=False, window=500_000).markdown
+    section = md.split("### First and last window of training")[1].split("###")[0]
+    # the long run: 500k windows cover its first 3 and last 3 points (0, 200k, 400k / 1.6M, 1.8M, 2M)
+    assert "| long | 500,000 | descender: share of steps | 0 (3) | 0.4 (3) |" in section
+    assert "| long | 500,000 | episode length | 100 (3) | 500 (3) |" in section
+    assert "| long | 500,000 | steps with an empty message | 0.25 (3) | 0.25 (3) |" in section
+    # the short run is shorter than four windows: a quarter of its length (25k), so the windows do not overlap
+    assert "| short | 25,000 | descender: share of steps | 0 (3) | 0.4 (3) |" in section
+    # skills never active are left out
+    assert "merchant: share" not in section
+
+
+def test_report_refuses_a_window_below_one(tmp_path, capsys):
+    from scripts.report import main
+
+    _write_rising_run(tmp_path / "run", 100_000)
+    assert main(["--train_dir", str(tmp_path), "--window", "0", "--no_plots"]) == 2
+    assert "--window" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """scripts.training_window: the README's "over training" figures from a run's tensorboard files."""
 from __future__ import annotations
 
-from scripts.training_window import main, window_means
+from orchestration.report import window_means
+from scripts.training_window import main
 
 
 def test_window_means_split_the_run_into_its_first_and_last_steps():
@@ -26,3 +27,16 @@ def test_reads_a_runs_tensorboard_files_and_refuses_unknown_tags(tmp_path, capsy
     assert main(["--policy_dir", str(tmp_path / "run"), "--tags", "messages/nothing"]) == 2
     assert "messages/nothing" in caplog.text
     assert main(["--policy_dir", str(tmp_path / "empty")]) == 2
+
+
+def test_falls_back_to_the_observers_mean_tag(tmp_path, capsys):
+    """Per-skill measures are logged only as `{tag}_mean` (our observer); the tag as written reads them."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "run"))
+    for step in range(0, 1_000_001, 100_000):
+        writer.add_scalar("measures/descender/levels_descended_mean", 0.5 if step > 500_000 else 0.0, step)
+    writer.close()
+    assert main(["--policy_dir", str(tmp_path / "run"), "--window", "200000",
+                 "--tags", "measures/descender/levels_descended"]) == 0
+    assert "| measures/descender/levels_descended | 0 (3) | 0.5 (3) |" in capsys.readouterr().out

@@ -72,6 +72,7 @@ from .skill_section import (
     skill_report_section,
 )
 from .training import (
+    DEFAULT_WINDOW,
     EPISODE_LEN_TAG,
     EPISODE_STATS,
     FINAL_POINTS,
@@ -85,6 +86,8 @@ from .training import (
     read_tensorboard_scalars,
     training_error_warning,
     training_table,
+    window_means,
+    window_table,
 )
 
 __all__ = [
@@ -111,6 +114,7 @@ __all__ = [
     "SUCCESS_PNG",
     "SkillReport",
     "TB_PREFIXES",
+    "DEFAULT_WINDOW",
     "TRAINING_PNG",
     "TrainingRun",
     "build_report",
@@ -139,4 +143,6 @@ __all__ = [
     "skill_report_section",
     "training_error_warning",
     "training_table",
+    "window_means",
+    "window_table",
 ]

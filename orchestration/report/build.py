@@ -16,6 +16,7 @@ from .rewards import RewardRun, find_reward_runs, reward_table
 from .shared import SKIPPED, ReportError
 from .skill_section import SKILL_REPORT_HEADING, SKILL_REPORT_PNG, SkillReport, find_skill_reports, skill_report_section
 from .training import (
+    DEFAULT_WINDOW,
     FINAL_POINTS,
     TrainingRun,
     episode_stats_table,
@@ -23,6 +24,7 @@ from .training import (
     measures_table,
     training_error_warning,
     training_table,
+    window_table,
 )
 
 # the package's logger: log lines keep the name they had before the package was split
@@ -42,8 +44,9 @@ class Report:
 
 
 def build_report(roots: Sequence[str | Path], out_dir: Optional[str | Path] = None, paper: bool = True,
-                 plots: bool = True) -> Report:
-    """Collects everything below ``roots``; writes results.md and the plots to ``out_dir`` when given."""
+                 plots: bool = True, window: int = DEFAULT_WINDOW) -> Report:
+    """Collects everything below ``roots``; writes results.md and the plots to ``out_dir`` when given.
+    ``window``: env steps at each end of a training run for the first-against-last table."""
     SKIPPED.clear()
     results: list[EvalResult] = []
     reward_runs: list[RewardRun] = []
@@ -87,6 +90,11 @@ def build_report(roots: Sequence[str | Path], out_dir: Optional[str | Path] = No
         if stats:
             parts += [f"Episode statistics (final value: mean of the last {FINAL_POINTS} logged points):", "",
                       stats, ""]
+        windows = window_table(training_runs, window)
+        if windows:
+            parts += ["### First and last window of training", "",
+                      "Means of the logged points (each a mean over recent episodes) in the first and in the last "
+                      "window of each run:", "", windows, ""]
         measures = measures_table(training_runs)
         if measures:
             parts += ["### Skill measures during training", "",

@@ -1,7 +1,8 @@
 """Skill training: the episode statistics of each run read from its tensorboard event files or
 ``skill_stats.json`` (:class:`TrainingRun`, :func:`find_training_runs`), the final value of a
-curve (:func:`final_value`) and the training tables (per skill, episode statistics, skill
-measures) with the warning naming runs whose meta-policy raised during training."""
+curve (:func:`final_value`), the means over a run's first and last env steps (:func:`window_means`)
+and the training tables (per skill, episode statistics, skill measures, first against last window)
+with the warning naming runs whose meta-policy raised during training."""
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from .shared import _num, _pct, find_inputs, run_name, skip
 logger = logging.getLogger(__package__)
 
 #: tensorboard tag prefixes read from the event files (``len/``: sample-factory's episode length)
-TB_PREFIXES = ("skills/", "intrinsic/", "measures/", "len/")
+TB_PREFIXES = ("skills/", "intrinsic/", "measures/", "len/", "messages/")
 EPISODE_LEN_TAG = "len/len"
 #: the "final value" of a curve is the mean of its last points (each already a mean over episodes)
 FINAL_POINTS = 5
@@ -87,6 +88,18 @@ def final_value(values: Sequence[float], points: int = FINAL_POINTS) -> float:
     finite = [v for v in values if v == v and not math.isinf(v)]
     tail = finite[-points:]
     return sum(tail) / len(tail) if tail else math.nan
+
+
+def window_means(series: tuple[list[int], list[float]], window: int) -> tuple[float, int, float, int]:
+    """Mean and count of the finite values logged in the first and in the last ``window`` env steps of
+    ``series`` (each value is already a mean over recent episodes); NaN and 0 where a window is empty."""
+    steps, values = series
+    if not steps:
+        return math.nan, 0, math.nan, 0
+    first = [v for s, v in zip(steps, values) if s <= steps[0] + window and v == v]
+    end = [v for s, v in zip(steps, values) if s >= steps[-1] - window and v == v]
+    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
+    return mean(first), len(first), mean(end), len(end)
 
 
 def read_tensorboard_scalars(folder: str | Path, prefixes: Sequence[str] = TB_PREFIXES) -> dict:
@@ -198,3 +211,47 @@ def training_error_warning(runs: Sequence[TrainingRun]) -> Optional[str]:
     return ("**Warning:** the generated meta-policy raised exceptions or ran past its time bound during "
             "skill training of " + ", ".join(bad) + " (skills/meta_policy_errors > 0; the training log names "
             "each call and what happened).")
+
+
+#: the window the README's "over training" figures use (first and last 0.5M env steps)
+DEFAULT_WINDOW = 500_000
+
+
+def window_rows(run: TrainingRun) -> list[tuple[str, str]]:
+    """``(label, tag)`` of the statistics compared between a run's first and last window: the episode
+    statistics, then per skill that was ever active its share of steps, intrinsic return and main measure,
+    then the message stream's shares."""
+    rows = [("episode length", EPISODE_LEN_TAG), ("skill switches", "skills/switches")]
+    for skill in SKILLS:
+        _, share = run.skill_series("share", skill)
+        if not any(v > 0 for v in share if v == v):
+            continue
+        rows.append((f"{skill}: share of steps", SKILL_TAGS["share"].format(skill=skill)))
+        rows.append((f"{skill}: intrinsic return", SKILL_TAGS["return"].format(skill=skill)))
+        if skill in MAIN_MEASURE:
+            rows.append((f"{skill}: {MAIN_MEASURE[skill]}", f"measures/{skill}/{MAIN_MEASURE[skill]}"))
+    rows += [("steps with an empty message", "messages/empty_share"), ("steps with a wall message", "messages/wall_share")]
+    return rows
+
+
+def window_table(runs: Sequence[TrainingRun], window: int = DEFAULT_WINDOW) -> Optional[str]:
+    """For each run with tensorboard curves, the mean of each :func:`window_rows` statistic over its first and
+    its last ``window`` env steps (:func:`window_means`). A run shorter than four windows uses a quarter of
+    its length instead, so the two never overlap; the table names the window each run used. None when no
+    run has curves."""
+    rows = []
+    for run in runs:
+        lengths = [run.get(tag)[0] for _, tag in window_rows(run)]
+        spans = [s[-1] - s[0] for s in lengths if len(s) > 1]
+        if not spans:
+            continue
+        used = min(window, max(1, max(spans) // 4))
+        for label, tag in window_rows(run):
+            first, n_first, last, n_last = window_means(run.get(tag), used)
+            if n_first == 0 and n_last == 0:
+                continue
+            rows.append(f"| {run.experiment} | {used:,} | {label} | {_num(first)} ({n_first}) | {_num(last)} ({n_last}) |")
+    if not rows:
+        return None
+    return "\n".join(["| experiment | window (env steps) | statistic | first window (points) | last window (points) |",
+                      "|---|---|---|---|---|"] + rows)
