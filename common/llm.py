@@ -9,7 +9,8 @@ one reply text per conversation; :meth:`Backend.chat` asks one conversation::
 
 Backends:
 
-* ``vllm``: offline batched ``vllm.LLM`` (tensor parallel over ``num_gpus``); the chat
+* ``vllm``: offline batched ``vllm.LLM`` (tensor parallel over ``num_gpus``, default every visible GPU,
+  after a check that the weights fit); the chat
   template is applied with the model's tokenizer. vLLM is imported only here, lazily.
 * ``openai``: any OpenAI-compatible server (``/v1/chat/completions``: ``vllm serve``,
   TGI, FastChat, ...), requests in a thread pool, timeouts, retries with exponential
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from common.flag_checks import FlagError, check_llm_client
+from common.gpu_memory import ModelMemoryError, preflight, visible_gpu_bytes
 from common.local_models import (
     LLAMA_CPP_INSTALL,
     LocalModelError,
@@ -62,6 +64,7 @@ from common.local_models import (
     is_local_model,
     local_model_file,
 )
+
 
 logger = logging.getLogger(__name__)
 
@@ -586,8 +589,34 @@ VLLM_MISSING = (
 )
 
 
+#: the vLLM engine arguments the backend passes through (``scripts.annotate_pairs`` has a flag for each)
+VLLM_ENGINE_ARGS = ("max_model_len", "gpu_memory_utilization", "dtype", "quantization")
+
+
+def chat_prompt_token_ids(tokenizer: Any, conversation: Conversation) -> list[int]:
+    """The token ids vLLM's OpenAI server feeds the model for a chat request: the chat template rendered as
+    text, then tokenized without the tokenizer's own special tokens. Tokenizing the rendered text with the
+    defaults (what ``LLM.generate`` does to a string prompt) adds a second begin-of-text token in front of
+    the template's own for Llama 3 models, so offline prompts are passed as these ids instead."""
+    text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+
+def served_instead(flag_prefix: str, model: str, num_gpus: int | None) -> str:
+    """Why ``--backend vllm`` is refused in a phase that plays NetHack, and the commands to use instead."""
+    p, n = flag_prefix, max(1, num_gpus or 1)
+    name = Path(model.rstrip("/")).name
+    return (f"{p}backend vllm would load vLLM into the process that plays NetHack, and no environment holds both "
+            "(vLLM pins its own torch and transformers >= 5; sample-factory's huggingface_hub < 1.0 needs "
+            "transformers < 5). Serve the model from the vLLM environment (requirements-vllm.txt) instead: "
+            f"`vllm serve {model} --served-model-name {name} --tensor-parallel-size {n} --port 8000` "
+            f"(or `scripts/launch_llm_server.sh {model} {n} 8000`), then pass {p}backend openai "
+            f"{p}base_url http://HOST:8000/v1 {p}model {name}")
+
 class VLLMBackend(Backend):
-    """Offline batched ``vllm.LLM``, tensor parallel over ``num_gpus``."""
+    """Offline batched ``vllm.LLM``, tensor parallel over ``num_gpus`` (default: every visible GPU, as the
+    release did), after a pre-flight check that the weights fit (:mod:`common.gpu_memory`)."""
 
     name = "vllm"
 
@@ -595,27 +624,26 @@ class VLLMBackend(Backend):
         self,
         model: str = DEFAULT_MODEL,
         sampling: SamplingConfig | None = None,
-        num_gpus: int = 1,
+        num_gpus: int | None = None,
         **llm_kwargs: Any,
     ) -> None:
         try:
-            import vllm
+            import vllm  # optional: only the vLLM environment (requirements-vllm.txt) has it
         except ImportError as exc:
             raise BackendError(VLLM_MISSING.format(why=f"vllm is not installed ({exc})")) from exc
-        try:
-            import torch
-
-            gpus = torch.cuda.device_count()
-        except ImportError:
-            gpus = 0
-        if gpus < 1:
+        gpu_bytes = visible_gpu_bytes()
+        if not gpu_bytes:
             raise BackendError(VLLM_MISSING.format(why="no CUDA GPU is visible"))
-        if num_gpus > gpus:
-            raise BackendError(f"--num_gpus {num_gpus} but only {gpus} GPU(s) are visible")
+        num_gpus = len(gpu_bytes) if num_gpus is None else num_gpus
+        engine = {k: llm_kwargs[k] for k in VLLM_ENGINE_ARGS if llm_kwargs.get(k) is not None}
+        try:
+            preflight(model, num_gpus, engine.get("gpu_memory_utilization"), engine.get("dtype"),
+                      engine.get("quantization"), gpu_bytes)
+        except ModelMemoryError as exc:
+            raise BackendError(str(exc)) from exc
         self.sampling = sampling or SamplingConfig()
         s = self.sampling
-        allowed = {k: v for k, v in llm_kwargs.items() if k in ("max_model_len", "gpu_memory_utilization", "dtype")}
-        self._llm = vllm.LLM(model=model, tensor_parallel_size=num_gpus, seed=s.seed or 0, **allowed)
+        self._llm = vllm.LLM(model=model, tensor_parallel_size=num_gpus, seed=s.seed or 0, **engine)
         self._params = vllm.SamplingParams(
             temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k else -1, max_tokens=s.max_tokens, seed=s.seed
         )
@@ -626,7 +654,9 @@ class VLLMBackend(Backend):
         return [c.text for c in self.complete(conversations)]
 
     def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
-        prompts = [self._tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
+        # token ids as the server builds them (chat_prompt_token_ids), so that offline and served judges read
+        # the same input; a dict with "prompt_token_ids" is vLLM's TokensPrompt
+        prompts = [{"prompt_token_ids": chat_prompt_token_ids(self._tokenizer, c)} for c in conversations]
         outputs = self._llm.generate(prompts, self._params, use_tqdm=False)
         out = []
         for o in outputs:

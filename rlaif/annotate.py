@@ -107,7 +107,13 @@ class AnnotationConfig:
     backend: str = "vllm"
     model: str = DEFAULT_MODEL
     base_url: str | None = None
-    num_gpus: int = 1
+    #: tensor parallel size of --backend vllm; None: every visible GPU (the release's device_count())
+    num_gpus: int | None = None
+    #: vLLM engine arguments (None: vLLM's own defaults)
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    dtype: str | None = None
+    quantization: str | None = None
     temperature: float = 0.1
     top_p: float = 0.95
     top_k: int = 50
@@ -116,7 +122,9 @@ class AnnotationConfig:
     prompt: str | None = None
     n_chunks: int = 1
     chunk_number: int = 0
-    batch_size: int = 64
+    #: pairs per backend call; None: 2,000 for vllm (the release's batch, so the engine schedules them
+    #: together) and 64 for the others (which spread a batch over --concurrency requests)
+    batch_size: int | None = None
     flushing_freq: int = 10
     ignore_existing: bool = False
     merge: bool = False
@@ -244,11 +252,28 @@ def final_meta_path(state_dir: str | os.PathLike, annotator: str) -> Path:
     return Path(state_dir) / f"{annotator}.meta.json"
 
 
+#: pairs per call of the vllm backend (the release's --batch_size) and of the others
+VLLM_BATCH_SIZE = 2000
+DEFAULT_BATCH_SIZE = 64
+
+
+def pairs_per_call(cfg: "AnnotationConfig") -> int:
+    """``cfg.batch_size``, or its backend's default when None."""
+    if cfg.batch_size is not None:
+        return cfg.batch_size
+    return VLLM_BATCH_SIZE if cfg.backend == "vllm" else DEFAULT_BATCH_SIZE
+
+
 def check_annotation_flags(cfg: "AnnotationConfig") -> None:
     """Sizes and the LLM client's settings, before anything is read or written (:class:`FlagError` naming
     the flag; the scripts exit 2)."""
-    for name in ("batch_size", "flushing_freq", "n_chunks", "max_tokens"):
+    for name in ("flushing_freq", "n_chunks", "max_tokens"):
         at_least(name, getattr(cfg, name), 1)
+    for name in ("batch_size", "num_gpus", "max_model_len"):
+        if getattr(cfg, name) is not None:
+            at_least(name, getattr(cfg, name), 1)
+    if cfg.gpu_memory_utilization is not None and not 0.0 < float(cfg.gpu_memory_utilization) <= 1.0:
+        raise FlagError(f"--gpu_memory_utilization must be a share above 0 and at most 1, got {cfg.gpu_memory_utilization}")
     check_llm_client(cfg.concurrency, cfg.timeout, cfg.max_retries)
     if not 0.0 <= float(cfg.max_unusable_share) <= 1.0:
         raise FlagError(f"--max_unusable_share must be a share from 0 to 1, got {cfg.max_unusable_share}")
@@ -473,6 +498,10 @@ def _build_backend(cfg: AnnotationConfig, builder: Any = None) -> Backend:
         model=cfg.model,
         base_url=cfg.base_url,
         num_gpus=cfg.num_gpus,
+        max_model_len=cfg.max_model_len,
+        gpu_memory_utilization=cfg.gpu_memory_utilization,
+        dtype=cfg.dtype,
+        quantization=cfg.quantization,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
         top_k=cfg.top_k,
@@ -655,7 +684,8 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         conv_log = _ConversationLog(log_path, {"annotator": ann, "system": builder.system_prompt, "chunk": tag})
         delay = float(os.environ.get(TEST_DELAY_ENV, "0") or 0)
         jh, jm, jt = (_json_str(part)[1:-1] for part in builder.parts)
-        batches = [pending[i:i + cfg.batch_size] for i in range(0, len(pending), cfg.batch_size)]
+        size = pairs_per_call(cfg)
+        batches = [pending[i:i + size] for i in range(0, len(pending), size)]
         try:
             for b, local in enumerate(tqdm(batches, desc=f"{ann} {tag}", unit="batch", disable=not cfg.progress)):
                 pairs = local + start

@@ -58,8 +58,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=DEFAULT_MODEL, help="model id or local path (vllm, transformers, openai, hf)")
     p.add_argument("--base_url", "--base-url", dest="base_url", default=None,
                    help="server URL for --backend openai/hf, e.g. http://localhost:8000/v1")
-    p.add_argument("--num_gpus", "--num-gpus", dest="num_gpus", type=int, default=1,
-                   help="tensor parallel size for --backend vllm")
+    p.add_argument("--num_gpus", "--num-gpus", dest="num_gpus", type=int, default=None,
+                   help="tensor parallel size for --backend vllm (default: every visible GPU, as the release)")
+    p.add_argument("--max_model_len", "--max-model-len", dest="max_model_len", type=int, default=None,
+                   help="vLLM's context length (default: the model's; a shorter one leaves more memory for the KV "
+                        "cache, and annotation prompts need about 1,000 tokens plus --max_tokens)")
+    p.add_argument("--gpu_memory_utilization", "--gpu-memory-utilization", dest="gpu_memory_utilization",
+                   type=float, default=None, help="share of each GPU's memory vLLM may use (default: vLLM's, 0.9)")
+    p.add_argument("--dtype", default=None,
+                   help="vLLM's weight dtype: auto, bfloat16, float16, float32 (default: vLLM's auto)")
+    p.add_argument("--quantization", default=None,
+                   help="vLLM's quantization, e.g. fp8 (halves a bf16 model's weight memory)")
     p.add_argument("--temperature", type=float, default=0.1, help="sampling temperature")
     p.add_argument("--top_p", "--top-p", dest="top_p", type=float, default=0.95, help="nucleus sampling top-p")
     p.add_argument("--top_k", "--top-k", dest="top_k", type=int, default=50,
@@ -71,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="split the pairs into this many chunks (e.g. one per slurm array task)")
     p.add_argument("--chunk_number", "--chunk-number", dest="chunk_number", type=int, default=0,
                    help="which chunk this run annotates, 0..n_chunks-1")
-    p.add_argument("--batch_size", "--batch-size", dest="batch_size", type=int, default=64,
-                   help="pairs sent to the backend at once")
+    p.add_argument("--batch_size", "--batch-size", dest="batch_size", type=int, default=None,
+                   help="pairs sent to the backend at once (default: 2000 for --backend vllm, the release's, so the "
+                        "engine schedules them together; 64 for the others)")
     p.add_argument("--flushing_freq", "--flushing-freq", dest="flushing_freq", type=int, default=10,
                    help="save the chunk file every this many batches")
     p.add_argument("--ignore_existing", "--ignore-existing", dest="ignore_existing", nargs="?", const=True,

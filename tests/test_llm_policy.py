@@ -275,7 +275,7 @@ def test_llm_meta_policy_asks_the_model_and_keeps_the_tasks_skill_functions():
 
 
 @pytest.mark.parametrize("argv, named", [
-    (["--eval_target", "gnomish", "--backend", "vllm"], "--backend vllm"),
+    (["--eval_target", "gnomish", "--backend", "vllm"], "--backend openai --base_url http://HOST:8000/v1"),
     (["--eval_target", "gnomish", "--backend", "openai"], "--base_url"),
     (["--eval_target", "gnomish", "--backend", "openai", "--base_url", "http://127.0.0.1:9/v1"], "cannot reach"),
     (["--eval_target", "gnomish", "--backend", "replay"], "--replay"),
@@ -296,7 +296,7 @@ def test_llm_policy_without_a_usable_backend_or_task_stops_before_anything(tmp_p
 @pytest.mark.parametrize("extra, named", [
     ([], "--meta_llm_backend"),
     (["--meta_llm_backend", "openai"], "--meta_llm_base_url"),
-    (["--meta_llm_backend", "vllm"], "--meta_llm_backend vllm"),
+    (["--meta_llm_backend", "vllm"], "--meta_llm_backend openai --meta_llm_base_url http://HOST:8000/v1"),
     (["--meta_llm_backend", "replay"], "--meta_llm_replay"),
     (["--meta_llm_backend", "gpt"], "--meta_llm_backend 'gpt'"),
 ])

@@ -440,6 +440,56 @@ def test_the_launcher_waits_for_its_server_and_fails_when_it_dies(tmp_path):
     assert out.returncode == 1 and "died" in out.stderr
 
 
+
+def _fake_vllm_on_path(tmp_path: Path) -> dict:
+    """A `vllm` executable that records its arguments and serves the stand-in under the --served-model-name
+    on the --port it was given (the launcher's own command line, served for real on 127.0.0.1)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "vllm"
+    script.write_text(
+        "#!/usr/bin/env bash\n"
+        f'printf "%s\\n" "$@" > {tmp_path / "vllm_args.txt"}\n'
+        'while [ $# -gt 0 ]; do case "$1" in --port) PORT=$2; shift;; --served-model-name) NAME=$2; shift;; esac; shift; done\n'
+        f'exec {sys.executable} -m scripts.serve_stand_in_llm --port "$PORT" --model "$NAME"\n')
+    script.chmod(0o755)
+    return {"PATH": f"{bindir}:/usr/bin:/bin", "PYTHON": sys.executable, "LLM_SERVER_WAIT_S": "30"}
+
+
+def _launch_until_ready(args: list[str], env: dict) -> None:
+    proc = subprocess.Popen(["bash", "scripts/launch_llm_server.sh"] + args, cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line, deadline = "", time.time() + 30
+        while "ready on port" not in line and time.time() < deadline and proc.poll() is None:
+            line = proc.stdout.readline()
+        assert "LLM server ready on port" in line
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_the_launcher_runs_vllm_serve_with_a_context_that_fits_and_forwards_extra_arguments(tmp_path):
+    env = _fake_vllm_on_path(tmp_path)
+    port = free_port()
+    # ONI's verbatim command: MODEL_PATH NUM_GPUS (and here the port)
+    _launch_until_ready([f"/models/{MODEL}", "2", str(port)], env)
+    args = (tmp_path / "vllm_args.txt").read_text().split("\n")
+    assert args[:2] == ["serve", f"/models/{MODEL}"]
+    line = " ".join(args)
+    assert f"--served-model-name {MODEL}" in line and "--tensor-parallel-size 2" in line
+    assert f"--port {port}" in line and "--max-model-len 8192" in line
+    # extra arguments go to vllm serve as they are; a --max-model-len among them replaces the default
+    _launch_until_ready([f"/models/{MODEL}", "1", str(free_port()), "--max-model-len", "4096",
+                         "--gpu-memory-utilization", "0.85"], env)
+    line = " ".join((tmp_path / "vllm_args.txt").read_text().split("\n"))
+    assert "--max-model-len 4096 --gpu-memory-utilization 0.85" in line and "8192" not in line
+    # FastChat mode is gone, and says so
+    out = subprocess.run(["bash", "scripts/launch_llm_server.sh", f"/models/{MODEL}"], cwd=REPO,
+                         env=dict(env, LLM_SERVER="fastchat"), capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "FastChat" in out.stderr
+
+
 @pytest.mark.slow
 def test_scripts_main_runs_as_a_file_from_anywhere(tmp_path):
     out = subprocess.run([sys.executable, str(REPO / "scripts" / "main.py"), "--help"], cwd=tmp_path,

@@ -235,7 +235,8 @@ def test_unknown_skill_is_refused_by_the_parser(tmp_path, capsys):
     assert exc.value.code == 2 and "--skill" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case", ["no_folder", "no_config", "no_checkpoint", "untrained_skill", "unknown_backend"])
+@pytest.mark.parametrize("case", ["no_folder", "no_config", "no_checkpoint", "untrained_skill", "unknown_backend",
+                                  "vllm_in_process"])
 def test_bad_input_exits_2_naming_the_problem_and_writes_nothing(tmp_path, capsys, case):
     exp = _fake_experiment(tmp_path, num_skills=2)
     out = exp / "reward_agreement"
@@ -252,6 +253,8 @@ def test_bad_input_exits_2_naming_the_problem_and_writes_nothing(tmp_path, capsy
         expected = "checkpoint_*.pth"
     elif case == "untrained_skill":
         skill, expected = "merchant", "--skill merchant"
+    elif case == "vllm_in_process":  # vLLM and NetHack never share an environment: served instead
+        backend, expected = "vllm", "vllm serve "
     else:
         backend, expected = "gpt-judge", "--backend"
     code = _run(["--skill", skill, "--policy_dir", str(policy_dir), "--backend", backend])

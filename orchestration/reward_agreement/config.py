@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from common.llm import BACKENDS, DEFAULT_MODEL, served_instead
 from common.vocabulary import SKILLS
 
 COLLECT_MODES: tuple[str, ...] = ("skill", "exploration")
@@ -74,13 +75,13 @@ class AgreementConfig:
 
 def check_config(cfg: AgreementConfig) -> None:
     """The flags that can be checked without loading anything; :class:`AgreementError`."""
-    from common.llm import BACKENDS
-
     if cfg.skill not in SKILLS:
         raise AgreementError(f"--skill {cfg.skill!r}: unknown skill; valid skills: {', '.join(SKILLS)}")
     if cfg.annotator.backend not in BACKENDS and cfg.annotator.backend != "hf-local":
         raise AgreementError(f"--backend {cfg.annotator.backend!r}: unknown backend; valid backends: "
                              f"{', '.join(BACKENDS)}")
+    if cfg.annotator.backend == "vllm":
+        raise AgreementError(served_instead("--", cfg.annotator.model or DEFAULT_MODEL, cfg.annotator.num_gpus))
     if cfg.collect_mode not in COLLECT_MODES:
         raise AgreementError(f"--collect_mode {cfg.collect_mode!r}: expected one of {', '.join(COLLECT_MODES)}")
     if cfg.pair_sampling not in PAIR_SAMPLINGS:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from common.flag_checks import FlagError, above, at_least
-from common.llm import CODER_MODEL, Backend, BackendError, Completion, Conversation, make_backend
+from common.llm import CODER_MODEL, Backend, BackendError, Completion, Conversation, make_backend, served_instead
 
 logger = logging.getLogger(__name__)
 
@@ -116,17 +116,7 @@ def check_backend(settings: LLMSettings, flag_prefix: str = "--") -> None:
         if not Path(settings.replay).is_file():
             raise BackendError(f"{p}replay {settings.replay}: no such file")
     if b == "vllm":
-        try:
-            import vllm  # noqa: F401
-        except ImportError as exc:
-            raise BackendError(f"{p}backend vllm needs vLLM and a GPU: vllm is not installed ({exc}); run on a GPU "
-                               f"node with requirements-vllm.txt, or use {p}backend openai {p}base_url URL against a "
-                               f"running server, or {p}backend stand_in for a CPU smoke run") from None
-        import torch
-
-        if torch.cuda.device_count() < max(1, settings.num_gpus):
-            raise BackendError(f"{p}backend vllm needs {max(1, settings.num_gpus)} GPU(s); "
-                               f"{torch.cuda.device_count()} visible")
+        raise BackendError(served_instead(p, settings.model, settings.num_gpus))
 
 
 @dataclass
