@@ -79,12 +79,16 @@ CODER_MODEL = "meta-llama/Llama-3.1-405B-Instruct"
 DEFAULT_MODEL = ANNOTATOR_MODEL
 #: Motif's annotators (``scripts.annotate_pairs_dataset --llm-size``): the chat versions of Llama 2
 MOTIF_ANNOTATOR_MODELS: dict[int, str] = {size: f"meta-llama/Llama-2-{size}b-chat-hf" for size in (7, 13, 70)}
+#: Meta's FP8 release of the 405B model: 406 GB of weights fit one node of 8 x 80 GB GPUs; the bf16 model's 811 GB
+#: need 16 such GPUs, more than one vLLM tensor-parallel group on one node holds
+CODER_MODEL_FP8 = "meta-llama/Llama-3.1-405B-Instruct-FP8"
 #: The annotator-scale ablation (``scripts.pipeline --annotator_size``): Llama 3.1 Instruct by size, one id per
-#: model (70b is the paper's annotator, 405b its code generator)
+#: model (70b is the paper's annotator; 405b is the paper's code generator in its FP8 release, as the LLM
+#: baselines use it, so that it runs on the 8 GPUs its annotation job asks for)
 ANNOTATOR_MODELS_BY_SIZE: dict[str, str] = {
     "8b": "meta-llama/Llama-3.1-8B-Instruct",
     "70b": ANNOTATOR_MODEL,
-    "405b": CODER_MODEL,
+    "405b": CODER_MODEL_FP8,
 }
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.llm import CODER_MODEL
+from common.llm import CODER_MODEL, CODER_MODEL_FP8
 from orchestration.baselines import BASELINES_DIR, register
 from orchestration.pipeline import Phase, PipelineConfig, skill_training_args
 
@@ -35,8 +35,8 @@ class ServerSpec:
     """The model the paper plan serves for the LLM baselines, and how."""
 
     model: str = CODER_MODEL  # the name clients ask for (--served-model-name)
-    # Meta's FP8 release of the same model: 405B parameters fit on one node of 8 x 80 GB GPUs
-    weights: str = "meta-llama/Llama-3.1-405B-Instruct-FP8"
+    # Meta's FP8 release of the same model (common.llm.CODER_MODEL_FP8): fits one node of 8 x 80 GB GPUs
+    weights: str = CODER_MODEL_FP8
     gpus: int = 8
     port: int = 8000
 

@@ -216,3 +216,18 @@ def test_offline_prompt_ids_with_the_packaged_smollm2_tokenizer():
     ids = chat_prompt_token_ids(tok, conversation)
     assert ids == _server_ids(tok, conversation)
     assert tok.decode(ids) == tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+
+
+def test_every_annotator_size_of_the_ablation_fits_the_gpus_its_job_asks_for():
+    """The annotator-scale ablation's annotation job asks for ANNOTATOR_GPUS[size] GPUs; on 80 GB cards each
+    model must fit them (the 405B only in its FP8 release)."""
+    from common.llm import ANNOTATOR_MODELS_BY_SIZE
+    from orchestration.baselines_rl import ANNOTATOR_GPUS
+
+    for size, model in ANNOTATOR_MODELS_BY_SIZE.items():
+        quant = {"quantization_config": {"quant_method": "fp8"}} if model.endswith("-FP8") else {}
+        config = llama_config(size.upper(), **quant)
+        check_fits(model, config, [H100] * ANNOTATOR_GPUS[size], ANNOTATOR_GPUS[size])
+    assert ANNOTATOR_MODELS_BY_SIZE["405b"].endswith("-FP8")
+    with pytest.raises(ModelMemoryError):  # the bf16 405B would not
+        check_fits("405B", llama_config("405B"), [H100] * ANNOTATOR_GPUS["405b"], ANNOTATOR_GPUS["405b"])
