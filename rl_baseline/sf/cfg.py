@@ -56,7 +56,7 @@ value loss coefficient 0.5, entropy loss, extrinsic 0.0, LLM 0.1, beta 3, thresh
 release's learner: GRU core, V-trace advantages, no return normalisation, message counts over
 the 20 most recently seen messages (``--msg_max_keys``).
 
-One module on purpose (about 600 lines): the one home of the configuration of scripts.main, from the
+One module on purpose: the one home of the configuration of scripts.main, from the
 command line to the finished configuration the phases receive.
 """
 from __future__ import annotations
@@ -81,7 +81,7 @@ from rl_baseline.sf.baseline_flags import (
     training_skill,
 )
 from rl_baseline.sf.flag_types import MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
-from rl_baseline.skills import REWARD_TIMINGS, SKILL_REWARDS
+from rl_baseline.skills import MSG_MAX_KEYS, REWARD_TIMINGS, SKILL_REWARDS
 
 logger = logging.getLogger(__name__)
 
@@ -173,10 +173,10 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                    help="coefficient of the intrinsic reward from the skills' reward models")
     g.add_argument("--beta_count_exponent", type=float, default=3.0,
                    help="intrinsic reward is divided by count(message in episode) ** beta")
-    g.add_argument("--msg_max_keys", type=int, default=20,
+    g.add_argument("--msg_max_keys", type=int, default=MSG_MAX_KEYS,
                    help="message counts of the count-based division are kept for this many most recently seen "
-                        "distinct messages (the release's default 20); a message pushed out starts again at "
-                        "count 1; -1 counts over the whole episode")
+                        f"distinct messages (the release's default {MSG_MAX_KEYS}); a message pushed out starts again "
+                        "at count 1; -1 counts over the whole episode")
     g.add_argument("--skill_reward", type=str, default="llm", choices=SKILL_REWARDS,
                    help="what pays the skills: llm (the method: each skill's reward model from --reward_dir) or "
                         "progress (a privileged diagnostic and upper bound, not the method: each skill's own "
@@ -842,7 +842,7 @@ class SkillEnvConfig:
     reward_dirs: tuple[str, ...] = ()
     quantiles: tuple[float, ...] = ()
     beta: float = 3.0
-    msg_max_keys: int = 20
+    msg_max_keys: int = MSG_MAX_KEYS
     skill_reward: str = "llm"
     reward_timing: str = "release"
     llm_reward: float = 0.1
