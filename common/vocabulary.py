@@ -5,7 +5,8 @@ one-hot input of the policy network, ``--reward_dir`` lists, ``--eps_threshold_q
 lists and meta-policy code.
 
 Tasks: the training policy's task and the nine evaluation tasks of the paper, with how each
-result is measured.
+result is measured and the words that describe them (:data:`TASK_DESCRIPTIONS`, :data:`TASK_GOALS`).
+docs/extending.md lists every file a new task touches.
 
 Pure Python on purpose: every layer imports it, annotation and code generation without NLE.
 """
@@ -68,7 +69,8 @@ TASK_MEASURE: dict[str, str] = {
 
 #: What each evaluation task asks for, in this project's words (written from the paper's task table,
 #: docs/paper.md). The one home of these sentences: the baselines put them into annotation prompts
-#: (Motif task-specific), embed them (the embedding-similarity reward) and show them to LLM policies.
+#: (Motif task-specific) and embed them (the embedding-similarity reward); the LLM policies are told the
+#: shorter :data:`TASK_GOALS` below.
 TASK_DESCRIPTIONS: dict[str, str] = {
     "gnomish": "Find the entrance to the Gnomish Mines, a branch of the dungeon that starts a few levels down, "
                "and go down into it.",
@@ -87,6 +89,26 @@ TASK_DESCRIPTIONS: dict[str, str] = {
                    "shopkeeper, then stay alive for 300 more steps.",
     "discoveryhunger": "Find the Gnomish Mines, get hungry and eat something while inside the Mines, then reach "
                        "the level of the Oracle of Delphi in the main dungeon.",
+}
+
+
+#: What each evaluation task asks for in a zero-shot prompt (the LLM policy baselines,
+#: rl_baseline.llm_policy.prompts): the goal only, no strategy and no facts about where things are. Shorter
+#: than :data:`TASK_DESCRIPTIONS` and worded for the model that plays; kept as written, since a prompt's
+#: text is part of a recorded result (and of the LLM reply cache's keys).
+TASK_GOALS: dict[str, str] = {
+    "gnomish": "Enter the Gnomish Mines, a branch of the dungeon.",
+    "delphi": "Reach the level of the Oracle (Delphi) in the main dungeon, the Dungeons of Doom.",
+    "minetown": "Reach Minetown, the town inside the Gnomish Mines.",
+    "transactions": "Sell as many items as possible to shopkeepers.",
+    "price": "Learn what as many unidentified items as possible are from the prices shopkeepers offer for them.",
+    "buc": "Learn whether as many items as possible are blessed, uncursed or cursed, by dropping them on an altar.",
+    "goldenexit": "Visit dungeon levels 1, 2 and 3, hold at least 20 gold pieces and defeat at least 25 monsters; "
+                  "only then leave the dungeon by going up the up staircase of level 1.",
+    "levelupsell": "Stay on dungeon level 1 until the hero reaches experience level 4, then sell an item to a "
+                   "shopkeeper, then stay alive for 300 more turns.",
+    "discoveryhunger": "Find the Gnomish Mines, eat something there once the hero is hungry, then reach the level "
+                       "of the Oracle in the Dungeons of Doom.",
 }
 
 

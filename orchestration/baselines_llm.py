@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.llm import CODER_MODEL, CODER_MODEL_FP8
-from orchestration.baselines import BASELINES_DIR, register
-from orchestration.pipeline import Phase, PipelineConfig, skill_training_args
+from orchestration.baseline_registry import BASELINES_DIR, register
+from orchestration.phases import Phase, PipelineConfig, skill_training_args
 
 STAND_IN_NOTE = ("stand_in backend: a RULE-BASED STAND-IN for the language model (no LLM is called); the numbers "
                  "are not an LLM's")

@@ -1,4 +1,4 @@
-"""The paper's RL baselines and ablations as pipeline phases (registered in :mod:`orchestration.baselines`).
+"""The paper's RL baselines and ablations as pipeline phases (registered in :mod:`orchestration.baseline_registry`).
 
 =============================  ===========================================================================
 name                           what runs (per evaluation task where it says "per task")
@@ -36,8 +36,8 @@ from typing import Optional, Sequence
 
 from common.llm import ANNOTATOR_MODEL, ANNOTATOR_MODELS_BY_SIZE
 from common.vocabulary import EVAL_TASKS, SKILLS
-from orchestration.baselines import BASELINES_DIR, register
-from orchestration.pipeline import (
+from orchestration.baseline_registry import BASELINES_DIR, baseline_gpus, register
+from orchestration.phases import (
     ARRAY_ID,
     Phase,
     PipelineConfig,
@@ -128,10 +128,8 @@ def _eval_json(train_dir: str | Path, experiment: str, task: str, cfg: PipelineC
 
 def _cost_phase(cfg: PipelineConfig, name: str, label: str, phases: Sequence[Phase], llm: str) -> Phase:
     """The baseline's last phase: ``cost.json`` from the phases that ran (see orchestration.baseline_cost). Each
-    phase's device is what its slurm job asks for (:func:`orchestration.slurm.baseline_gpus`), so the plan and
-    the jobs agree on what a GPU hour is."""
-    from orchestration.slurm import baseline_gpus
-
+    phase's device is what its slurm job asks for (:func:`orchestration.baseline_registry.baseline_gpus`), so the
+    plan and the jobs agree on what a GPU hour is."""
     args = ["--out_dir", str(cfg.out), "--name", name, "--label", label, "--llm", llm]
     prefix = f"{BASELINES_DIR}/{name}/"
     for ph in phases:  # named within the baseline (the script puts the prefix back)

@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from orchestration.pipeline import Phase, PipelineConfig, build_plan, make_config, shell_quote
+from orchestration.baseline_registry import baseline_gpus
+from orchestration.phases import Phase, PipelineConfig, flag_value, shell_quote
+from orchestration.pipeline import build_plan, make_config
 
 logger = logging.getLogger(__name__)
 
@@ -152,26 +154,6 @@ def baseline_file(phase: Phase) -> str:
     return "baseline_" + phase.name.split("/", 1)[1].replace("/", "_") + ".sbatch"
 
 
-def _arg(phase: Phase, *flags: str) -> Optional[str]:
-    for flag in flags:
-        if flag in phase.args:
-            return phase.args[phase.args.index(flag) + 1]
-    return None
-
-
-def baseline_gpus(phase: Phase) -> int:
-    """GPUs a baseline phase's job asks for (and its cost counts): vLLM annotation its tensor-parallel size,
-    training and evaluation on ``--device gpu`` one, reward training one unless ``--device cpu`` (as the skills'
-    reward jobs), data and cost none."""
-    if phase.stage == "baseline_annotate":
-        return int(_arg(phase, "--num-gpus", "--num_gpus") or 1) if _arg(phase, "--backend") == "vllm" else 0
-    if phase.stage in ("baseline_train", "baseline_eval"):
-        return 1 if _arg(phase, "--device") == "gpu" else 0
-    if phase.stage == "baseline_reward":  # scripts.train_reward's --device auto takes the GPU when there is one
-        return 0 if _arg(phase, "--device") == "cpu" else 1
-    return 0
-
-
 def render_baseline(phase: Phase, cfg: PipelineConfig, common: dict[str, str], s: SlurmSettings) -> str:
     """The job file of one baseline phase."""
     kind = _BASELINE_KIND.get(phase.stage)
@@ -186,7 +168,7 @@ def render_baseline(phase: Phase, cfg: PipelineConfig, common: dict[str, str], s
                   command=format_command(phase.argv("python")), time=s.times[kind], cpus=str(s.cpus[kind]),
                   resources="\n".join(resources), marker=shlex.quote(str(marker)),
                   prelude=f"EVAL_TARGETS=({' '.join(phase.array_values)})" if phase.array_values else "")
-    if _arg(phase, "--backend") == "vllm":
+    if flag_value(phase, "--backend") == "vllm":
         values["setup"] = s.vllm_setup
     template = "baseline_train.sbatch" if phase.stage == "baseline_train" else "baseline_job.sbatch"
     return render_template(template, values)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import ALL_TASKS, EVAL_TASKS
+from orchestration.phases import PipelineError
 from orchestration.pipeline import (
     PRESETS,
-    PipelineError,
     build_plan,
     clean_out_dir,
     format_plan,

@@ -26,7 +26,8 @@ import pytest
 from common.llm import ANNOTATOR_MODELS_BY_SIZE
 from common.vocabulary import EVAL_TASKS, SKILL_DESCRIPTIONS, SKILLS, TASK_DESCRIPTIONS
 from orchestration.baselines import available, baseline_phases
-from orchestration.pipeline import PipelineError, build_plan, make_config, run_plan
+from orchestration.phases import PipelineError
+from orchestration.pipeline import build_plan, make_config, run_plan
 
 REPO = Path(__file__).resolve().parents[1]
 RL_BASELINES = ("motif_task", "motif_equivalent", "embedding_reward", "task_reward_score",

@@ -37,6 +37,7 @@ def test_the_rules() -> None:
     ("--num_workers", "0", "--num_workers must be at least 1"),
     ("--num_envs_per_worker", "0", "--num_envs_per_worker must be at least 1"),
     ("--rollout", "0", "--rollout must be at least 1"),
+    ("--max_episode_steps", "0", "--max_episode_steps must be at least 1, got 0"),
 ])
 def test_training_refuses_sizes_below_one(tmp_path, caplog, flag, value, message) -> None:
     """It exited 0 with a 'trained' experiment for --train_for_env_steps -100."""
@@ -79,3 +80,16 @@ def test_the_client_itself_and_the_llm_policy_refuse_them_too(caplog) -> None:
     with caplog.at_level(logging.ERROR):
         rc = llm_policy.main(["--eval_target", "gnomish", "--backend", "stand_in", "--concurrency", "0"])
     assert rc == 2 and "--concurrency must be at least 1" in caplog.text
+
+
+def test_msg_max_keys_has_one_default() -> None:
+    """The flag, the environment's configuration and the reward classes read one constant (it was 20 in three)."""
+    import inspect
+
+    from rl_baseline.sf.cfg import SkillEnvConfig, parse_cfg
+    from rl_baseline.skills import MSG_MAX_KEYS
+    from rl_baseline.skills.intrinsic_reward import IntrinsicReward
+
+    assert MSG_MAX_KEYS == 20  # the release's value
+    assert parse_cfg([]).msg_max_keys == SkillEnvConfig().msg_max_keys == MSG_MAX_KEYS
+    assert inspect.signature(IntrinsicReward).parameters["msg_max_keys"].default == MSG_MAX_KEYS

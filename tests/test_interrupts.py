@@ -116,7 +116,7 @@ def test_reward_training_interrupted_names_its_checkpoint_and_resumes(tmp_path, 
 PIPELINE_DRIVER = """
 import sys
 import scripts.pipeline as cli
-from orchestration.pipeline import Phase
+from orchestration.phases import Phase
 
 ROOT = sys.argv[1]
 annotate = ["--goal_key", "descender", "--directory", ROOT + "/og_dataset", "--preference_dir", ROOT + "/preference",

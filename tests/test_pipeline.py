@@ -11,15 +11,8 @@ from pathlib import Path
 import pytest
 
 from common.vocabulary import ALL_TASKS, EVAL_TASKS, SKILLS
-from orchestration.pipeline import (
-    DEFAULT_REPLAY,
-    Phase,
-    PipelineError,
-    build_plan,
-    make_config,
-    run_plan,
-    skill_training_args,
-)
+from orchestration.phases import DEFAULT_REPLAY, Phase, PipelineError, skill_training_args
+from orchestration.pipeline import build_plan, make_config, run_plan
 from scripts import pipeline as pipeline_cli
 
 REPO = Path(__file__).resolve().parents[1]

@@ -36,7 +36,7 @@ def find_inputs(root: str | Path, pattern: str) -> Iterator[Path]:
             yield path
 
 
-#: the folder of the baselines' runs: {root}/.../baselines/{name}/ (orchestration.baselines.BASELINES_DIR)
+#: the folder of the baselines' runs: {root}/.../baselines/{name}/ (orchestration.baseline_registry.BASELINES_DIR)
 BASELINES_DIR = "baselines"
 #: what a baseline wrote about its cost (orchestration.baseline_cost, rl_baseline.llm_policy.cost)
 COST_FILE = "cost.json"

@@ -32,7 +32,7 @@ those dismissed with --More--), branch_depth (depth of the Gnomish Mines branch,
 known), overview (the dungeon overview text, re-read without game time whenever the level
 changes; the agent never sees that screen), end_status.
 
-One module on purpose (about 500 lines): the macros, the question handling and the info dict share
+One module on purpose: the macros, the question handling and the info dict share
 the raw-stepping state of one NLE subclass.
 """
 from __future__ import annotations

@@ -6,7 +6,8 @@ Two questions are asked:
   (:mod:`rl_baseline.llm_policy.render`) and the last few steps; the reply ends with
   ``Action: <name>``. Two prompt kinds:
 
-  - ``zero_shot``: the task's goal in one or two sentences (:data:`TASK_GOALS`), nothing else;
+  - ``zero_shot``: the task's goal in one or two sentences (:data:`common.vocabulary.TASK_GOALS`), nothing
+    else;
   - ``equivalent`` ("equivalent prompting"): everything MaestroMotif's language models are told
     about the game and the task on top: the game facts and the task's goal and strategy of the
     code-generation prompt (``code_generation/{task}/initial_prompt.txt``, with the task's
@@ -28,7 +29,7 @@ from functools import lru_cache
 from typing import Mapping, Sequence
 
 from code_generation.prompts import PROMPT_DIR, skills_text
-from common.vocabulary import EVAL_TASKS, TASK_MEASURE, check_eval_target
+from common.vocabulary import TASK_GOALS, TASK_MEASURE, check_eval_target
 
 PROMPT_KINDS: tuple[str, ...] = ("zero_shot", "equivalent")
 ACTION_ANSWER = "Action:"
@@ -70,23 +71,6 @@ ACTION_HELP: dict[str, str] = {
     "quaff": "drink: the next action answers the item question, 'northwest' drinks the first potion offered",
     "drop": "drop the first item picked up during the game that is not food or gold",
 }
-
-#: zero-shot task descriptions: the goal only, no strategy and no facts about where things are
-TASK_GOALS: dict[str, str] = {
-    "gnomish": "Enter the Gnomish Mines, a branch of the dungeon.",
-    "delphi": "Reach the level of the Oracle (Delphi) in the main dungeon, the Dungeons of Doom.",
-    "minetown": "Reach Minetown, the town inside the Gnomish Mines.",
-    "transactions": "Sell as many items as possible to shopkeepers.",
-    "price": "Learn what as many unidentified items as possible are from the prices shopkeepers offer for them.",
-    "buc": "Learn whether as many items as possible are blessed, uncursed or cursed, by dropping them on an altar.",
-    "goldenexit": "Visit dungeon levels 1, 2 and 3, hold at least 20 gold pieces and defeat at least 25 monsters; "
-                  "only then leave the dungeon by going up the up staircase of level 1.",
-    "levelupsell": "Stay on dungeon level 1 until the hero reaches experience level 4, then sell an item to a "
-                   "shopkeeper, then stay alive for 300 more turns.",
-    "discoveryhunger": "Find the Gnomish Mines, eat something there once the hero is hungry, then reach the level "
-                       "of the Oracle in the Dungeons of Doom.",
-}
-assert tuple(TASK_GOALS) == EVAL_TASKS
 
 
 def _measure_text(task: str) -> str:
@@ -187,6 +171,6 @@ def skill_conversation(task: str, state: Mapping[str, object], ended: str, can_s
             {"role": "user", "content": skill_user_prompt(task, state, ended, can_start, history)}]
 
 
-__all__ = ["PROMPT_KINDS", "ACTION_ANSWER", "SKILL_ANSWER", "ACTION_REQUEST", "SKILL_REQUEST", "TASK_GOALS",
-           "ACTION_HELP", "coder_knowledge", "knowledge_block", "action_conversation",
-           "skill_conversation", "action_user_prompt", "skill_user_prompt"]
+__all__ = ["PROMPT_KINDS", "ACTION_ANSWER", "SKILL_ANSWER", "ACTION_REQUEST", "SKILL_REQUEST", "ACTION_HELP",
+           "coder_knowledge", "knowledge_block", "action_conversation", "skill_conversation", "action_user_prompt",
+           "skill_user_prompt"]

@@ -39,7 +39,7 @@ actor-critic factory that adapts sample-factory's flags accordingly (so the
 paper's ``--obs_scale 255`` works); an encoder built directly with settings
 that would corrupt its inputs refuses them with an error naming the flag.
 
-One module on purpose (about 730 lines): the two encoders' layers, their fast paths (tested
+One module on purpose: the two encoders' layers, their fast paths (tested
 against the layers as written) and their sample-factory registration describe one network.
 """
 from __future__ import annotations

@@ -33,7 +33,8 @@ from typing import Any, Optional
 import numpy as np
 
 from rl_baseline.online.store import CLASSIFIER_FILE, RANKER_FILE, LabelStore, MessageSpool
-from rl_baseline.skills.intrinsic_reward import MSG_MAX_KEYS, IntrinsicReward, ScoreCache
+from rl_baseline.skills import MSG_MAX_KEYS
+from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ flag                            meaning
                                 LLM policy, :mod:`rl_baseline.llm_policy.meta`); ``--meta_llm_*`` set it up
 ==============================  =========================================================================
 
-Every check raises :class:`rl_baseline.sf.cfg.ConfigError` naming the flag, so ``scripts.main`` exits
+Every check raises :class:`rl_baseline.sf.flag_types.ConfigError` naming the flag, so ``scripts.main`` exits
 with status 2 before any worker starts.
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ import os
 from typing import Any
 
 from common.vocabulary import EVAL_TASKS, SKILLS
+from rl_baseline.sf.flag_types import META_POLICY_KINDS, MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
 
 NONE = "none"
 EMBEDDING = "embedding"
@@ -75,16 +76,8 @@ def add_baseline_args(p: argparse.ArgumentParser) -> None:
                         "of each per skill on the shared encoder and core, chosen by the skill one-hot (the ablation)")
 
 
-def _config_error(message: str) -> Exception:
-    from rl_baseline.sf.cfg import ConfigError
-
-    return ConfigError(message)
-
-
 def derive_baseline_cfg(cfg: argparse.Namespace) -> None:
     """Values computed from the baselines' flags (idempotent)."""
-    from rl_baseline.sf.cfg import parse_list_flag
-
     cfg.skill_policy_list = [str(d) for d in parse_list_flag(getattr(cfg, "skill_policy_dirs", "[]"),
                                                              "--skill_policy_dirs")]
 
@@ -109,56 +102,54 @@ def check_detector(task: str, flag: str) -> str:
     from rl_baseline.tasks.detectors import has_detector
 
     if not has_detector(task):
-        raise _config_error(f"{flag} {task!r}: no success detector for this task (rl_baseline/tasks/detectors.py has "
+        raise ConfigError(f"{flag} {task!r}: no success detector for this task (rl_baseline/tasks/detectors.py has "
                             f"one for each of {', '.join(EVAL_TASKS)}); the task reward cannot be computed")
     return task
 
 
 def check_baseline_flags(cfg: Any) -> None:
     """Flag values and combinations of the baselines that cannot work (:class:`ConfigError` naming the flag)."""
-    from rl_baseline.sf.cfg import MOTIF_ENV, SKILL_ENV
-
     if uses_embedding(cfg):
         if cfg.env != MOTIF_ENV:
-            raise _config_error(f"--llm_reward_type embedding scores one task's description: use --env {MOTIF_ENV}")
+            raise ConfigError(f"--llm_reward_type embedding scores one task's description: use --env {MOTIF_ENV}")
         task = getattr(cfg, "embedding_task", NONE)
         if task not in EVAL_TASKS:
-            raise _config_error(f"--llm_reward_type embedding needs --embedding_task set to an evaluation task "
+            raise ConfigError(f"--llm_reward_type embedding needs --embedding_task set to an evaluation task "
                                 f"({', '.join(EVAL_TASKS)}), got {task!r}")
         if cfg.llm_reward == 0.0:
-            raise _config_error("--llm_reward_type embedding with --llm_reward_coeff 0 gives no intrinsic reward")
+            raise ConfigError("--llm_reward_type embedding with --llm_reward_coeff 0 gives no intrinsic reward")
         if not -1.0 <= float(cfg.embedding_threshold) < 1.0:
-            raise _config_error(f"--embedding_threshold {cfg.embedding_threshold}: a cosine similarity in [-1, 1)")
+            raise ConfigError(f"--embedding_threshold {cfg.embedding_threshold}: a cosine similarity in [-1, 1)")
         if not str(getattr(cfg, "embedding_model", "") or "").strip():
-            raise _config_error("--embedding_model: empty; give a sentence-transformers model id or folder")
+            raise ConfigError("--embedding_model: empty; give a sentence-transformers model id or folder")
     elif getattr(cfg, "embedding_task", NONE) not in (NONE, None):
-        raise _config_error("--embedding_task is read by --llm_reward_type embedding only")
+        raise ConfigError("--embedding_task is read by --llm_reward_type embedding only")
     task = task_reward_task(cfg)
     if task is not None:
         check_detector(task, "--task_reward")
         if cfg.env != MOTIF_ENV:
-            raise _config_error(f"--task_reward trains one policy on one task: use --env {MOTIF_ENV} "
+            raise ConfigError(f"--task_reward trains one policy on one task: use --env {MOTIF_ENV} "
                                 "--root_env NetHackScore-v1 (the game score is the dense reward)")
         if float(cfg.task_reward_bonus) <= 0.0:
-            raise _config_error(f"--task_reward_bonus {cfg.task_reward_bonus}: must be positive")
+            raise ConfigError(f"--task_reward_bonus {cfg.task_reward_bonus}: must be positive")
     skill = getattr(cfg, "train_skill", NONE) or NONE
     if skill != NONE:
         if skill not in SKILLS:
-            raise _config_error(f"--train_skill {skill!r}: expected one of {', '.join(SKILLS)} or none")
+            raise ConfigError(f"--train_skill {skill!r}: expected one of {', '.join(SKILLS)} or none")
         if cfg.env != SKILL_ENV:
-            raise _config_error(f"--train_skill holds one skill of the skill environment: use --env {SKILL_ENV}")
+            raise ConfigError(f"--train_skill holds one skill of the skill environment: use --env {SKILL_ENV}")
         if SKILLS.index(skill) >= int(cfg.num_skills):
-            raise _config_error(f"--train_skill {skill}: the policy has {cfg.num_skills} skill(s) "
+            raise ConfigError(f"--train_skill {skill}: the policy has {cfg.num_skills} skill(s) "
                                 f"({', '.join(SKILLS[:int(cfg.num_skills)])})")
     dirs = getattr(cfg, "skill_policy_list", [])
     if dirs:
         if not cfg.evaluation:
-            raise _config_error("--skill_policy_dirs is an evaluation flag: pass --evaluation True --eval_target TASK")
+            raise ConfigError("--skill_policy_dirs is an evaluation flag: pass --evaluation True --eval_target TASK")
         if getattr(cfg, "eval_skill", NONE) not in (NONE, None):
-            raise _config_error("--skill_policy_dirs evaluates a task's policy over skills; it cannot be combined "
+            raise ConfigError("--skill_policy_dirs evaluates a task's policy over skills; it cannot be combined "
                                 "with --eval_skill")
         if len(dirs) != int(cfg.num_skills):
-            raise _config_error(f"--skill_policy_dirs lists {len(dirs)} folders but the policies have "
+            raise ConfigError(f"--skill_policy_dirs lists {len(dirs)} folders but the policies have "
                                 f"{cfg.num_skills} skills: give one trained experiment per skill, in skill order")
 
 
@@ -169,13 +160,13 @@ def check_skill_policies(cfg: Any) -> None:
 
     for i, d in enumerate(getattr(cfg, "skill_policy_list", [])):
         if not os.path.isfile(os.path.join(d, "config.json")):
-            raise _config_error(f"--skill_policy_dirs: {d} holds no config.json; expected the folder of an "
+            raise ConfigError(f"--skill_policy_dirs: {d} holds no config.json; expected the folder of an "
                                 "experiment trained by scripts.main (--train_skill S)")
         with open(os.path.join(d, "config.json"), encoding="utf-8") as fh:
             saved = json.load(fh)
         held = saved.get("train_skill", NONE) or NONE
         if held not in (NONE, SKILLS[i]):
-            raise _config_error(f"--skill_policy_dirs: entry {i} ({d}) was trained with --train_skill {held}, not "
+            raise ConfigError(f"--skill_policy_dirs: entry {i} ({d}) was trained with --train_skill {held}, not "
                                 f"{SKILLS[i]}: list the folders in skill order ({', '.join(SKILLS)})")
 
 
@@ -188,14 +179,12 @@ def check_embedding_model(cfg: Any) -> None:
     try:
         load_embedder(cfg.embedding_model)
     except EmbeddingModelError as exc:
-        raise _config_error(f"--embedding_model {cfg.embedding_model}: {exc}") from exc
+        raise ConfigError(f"--embedding_model {cfg.embedding_model}: {exc}") from exc
 
 
 def add_llm_meta_policy_args(p: argparse.ArgumentParser) -> None:
     """The hierarchical LLM policy baseline (:mod:`rl_baseline.llm_policy.meta`): evaluation with a language
     model choosing the next skill (``--meta_policy llm``)."""
-    from rl_baseline.sf.cfg import META_POLICY_KINDS
-
     h = p.add_argument_group("hierarchical LLM policy over skills (evaluation, --meta_policy llm)")
     h.add_argument("--meta_policy", type=str, default="code", choices=META_POLICY_KINDS,
                    help="who picks the next skill when a skill ends, in evaluation: code (the task's generated policy "

@@ -56,13 +56,12 @@ value loss coefficient 0.5, entropy loss, extrinsic 0.0, LLM 0.1, beta 3, thresh
 release's learner: GRU core, V-trace advantages, no return normalisation, message counts over
 the 20 most recently seen messages (``--msg_max_keys``).
 
-One module on purpose (about 600 lines): the one home of the configuration of scripts.main, from the
+One module on purpose: the one home of the configuration of scripts.main, from the
 command line to the finished configuration the phases receive.
 """
 from __future__ import annotations
 
 import argparse
-import ast
 import logging
 import os
 import sys
@@ -71,12 +70,21 @@ from typing import Any, Optional, Sequence
 
 from common.flag_checks import TRAINING_SIZES, FlagError, at_least, check_training_sizes
 from common.vocabulary import NUM_SKILLS, SKILLS
-from rl_baseline.skills import REWARD_TIMINGS, SKILL_REWARDS
+from rl_baseline.sf.baseline_flags import (
+    add_baseline_args,
+    add_llm_meta_policy_args,
+    check_baseline_flags,
+    check_embedding_model,
+    check_skill_policies,
+    derive_baseline_cfg,
+    task_reward_task,
+    training_skill,
+)
+from rl_baseline.sf.flag_types import MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
+from rl_baseline.skills import MSG_MAX_KEYS, REWARD_TIMINGS, SKILL_REWARDS
 
 logger = logging.getLogger(__name__)
 
-SKILL_ENV = "nle_skill"
-MOTIF_ENV = "nle_fixed_eat_action"
 ENV_ALIASES = {
     "nle_skill": SKILL_ENV,
     "skill": SKILL_ENV,
@@ -116,7 +124,6 @@ WANDB_SPELLINGS = {"--wandb": "--with_wandb", "--wandb_entity": "--wandb_user", 
 # (--with_wandb is sample-factory's flag; the run is started by rl_baseline.sf.wandb_run, not by sample-factory)
 ONI_DIR = "oni"  # under {train_dir}/{experiment}: the online labels, networks and statistics
 NO_TASK = "none"
-META_POLICY_KINDS = ("code", "llm")  # who picks the next skill in evaluation: generated code or a language model
 SF1_REWARD_CLIP = 10.0  # sample-factory 1's --reward_clip, applied after --reward_scale by Motif's and ONI's actors
 DEFAULT_QUANTILES = "[0.95,0.85,0.85,0.85,0.85]"  # paper: 95th for the discoverer, 85th for the others
 
@@ -152,10 +159,6 @@ PAPER_DEFAULTS: dict[str, Any] = dict(
 )
 
 
-class ConfigError(ValueError):
-    """A flag value that cannot work; reported in the main process before workers start."""
-
-
 def add_maestro_args(p: argparse.ArgumentParser) -> None:
     """Flags of the release's ``scripts.main`` that sample-factory does not have."""
     from sample_factory.utils.utils import str2bool
@@ -170,10 +173,10 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                    help="coefficient of the intrinsic reward from the skills' reward models")
     g.add_argument("--beta_count_exponent", type=float, default=3.0,
                    help="intrinsic reward is divided by count(message in episode) ** beta")
-    g.add_argument("--msg_max_keys", type=int, default=20,
+    g.add_argument("--msg_max_keys", type=int, default=MSG_MAX_KEYS,
                    help="message counts of the count-based division are kept for this many most recently seen "
-                        "distinct messages (the release's default 20); a message pushed out starts again at "
-                        "count 1; -1 counts over the whole episode")
+                        f"distinct messages (the release's default {MSG_MAX_KEYS}); a message pushed out starts again "
+                        "at count 1; -1 counts over the whole episode")
     g.add_argument("--skill_reward", type=str, default="llm", choices=SKILL_REWARDS,
                    help="what pays the skills: llm (the method: each skill's reward model from --reward_dir) or "
                         "progress (a privileged diagnostic and upper bound, not the method: each skill's own "
@@ -272,8 +275,6 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--reward_model_batch_size", type=int, default=256, help="online reward network: batch size")
     g.add_argument("--eval_dir", type=str, default=None,
                    help="folder for the evaluation's results (default {train_dir}/{experiment}/eval)")
-    from rl_baseline.sf.baseline_flags import add_baseline_args, add_llm_meta_policy_args
-
     add_llm_meta_policy_args(p)
     add_baseline_args(p)
     # model
@@ -335,36 +336,6 @@ EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episode
               "meta_policy", "meta_llm_backend", "meta_llm_model", "meta_llm_base_url", "meta_llm_replay",
               "meta_llm_record", "meta_llm_cache_dir", "meta_llm_temperature", "meta_llm_max_tokens",
               "meta_llm_num_gpus", "meta_llm_server_gpus", "meta_llm_method")
-
-
-def parse_list_flag(value: Any, flag: str) -> list:
-    """Reads a list flag such as ``"['a', 'b']"``, ``"[a,b]"``, ``"[0.95,0.85]"``, ``"a"`` or ``"0.5"``.
-
-    Accepts Python/JSON list literals (the release's README spreads them over several
-    lines), bare comma-separated items inside brackets, and single values.
-    """
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    if isinstance(value, (int, float)):
-        return [value]
-    text = " ".join(str(value).split())
-    if not text:
-        return []
-    if text.startswith("[") or text.startswith("("):
-        try:
-            parsed = ast.literal_eval(text)
-            return list(parsed) if isinstance(parsed, (list, tuple)) else [parsed]
-        except (ValueError, SyntaxError):
-            inner = text.strip("[]() ")
-            if not inner:
-                return []
-            return [item.strip().strip("'\"") for item in inner.split(",") if item.strip()]
-    try:
-        return [ast.literal_eval(text)]
-    except (ValueError, SyntaxError):
-        return [text]
 
 
 def parse_reward_dirs(value: Any) -> list[str]:
@@ -501,8 +472,6 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
                              if "eps_threshold_quantile" in explicit else -0.5)
     else:
         cfg.online_store_dir = None
-    from rl_baseline.sf.baseline_flags import derive_baseline_cfg
-
     derive_baseline_cfg(cfg)
     if (reward_type in ONLINE_REWARD_TYPES or reward_type in ("none", "embedding")
             or getattr(cfg, "skill_reward", "llm") == "progress"):
@@ -686,15 +655,12 @@ def check_flags(cfg: argparse.Namespace) -> None:
             raise ConfigError(str(exc)) from exc
         if not 0.0 <= float(cfg.classification_threshold) <= 1.0:
             raise ConfigError(f"--classification_threshold {cfg.classification_threshold}: a probability in [0, 1]")
-    from rl_baseline.sf.baseline_flags import check_baseline_flags
-
     check_baseline_flags(cfg)
 
 
 def check_files(cfg: Any) -> list[float]:
     """The files the run reads, before any worker starts: every reward model loads and has its
     quantile, the meta-policy module passes the code check. Returns the per-skill thresholds."""
-    from rl_baseline.sf.baseline_flags import check_embedding_model, check_skill_policies
     from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models
 
     thresholds: list[float] = []
@@ -853,8 +819,6 @@ def evaluates_root_env(cfg: Any) -> bool:
 
 
 def uses_meta_policy(cfg: Any) -> bool:
-    from rl_baseline.sf.baseline_flags import training_skill
-
     return (cfg.env == SKILL_ENV and cfg.num_skills > 1 and cfg.eval_target != NO_TASK and cfg.code_seed >= 0
             and forced_skill(cfg) is None and training_skill(cfg) is None)
 
@@ -878,7 +842,7 @@ class SkillEnvConfig:
     reward_dirs: tuple[str, ...] = ()
     quantiles: tuple[float, ...] = ()
     beta: float = 3.0
-    msg_max_keys: int = 20
+    msg_max_keys: int = MSG_MAX_KEYS
     skill_reward: str = "llm"
     reward_timing: str = "release"
     llm_reward: float = 0.1
@@ -913,8 +877,6 @@ class SkillEnvConfig:
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "SkillEnvConfig":
-        from rl_baseline.sf.baseline_flags import task_reward_task, training_skill
-
         return cls(
             env=cfg.env,
             root_env=cfg.root_env,

@@ -31,7 +31,7 @@ a non-zero count is also a warning at the end of the run) and ``per_episode``.
 Writes ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}`` (and a
 ``.gif`` of the first episode with ``--save_video True``).
 
-One module on purpose (about 570 lines): the episode loop, the two rule sets' summaries and the
+One module on purpose: the episode loop, the two rule sets' summaries and the
 files they are written to define one JSON format together, which the report, the baselines and the
 tests read; splitting them would spread that format over several files.
 

@@ -12,3 +12,6 @@ REWARD_TIMINGS: tuple[str, ...] = ("release", "after_action")
 #: a privileged diagnostic: each skill's own progress measure (:data:`PROGRESS_MEASURE`), an upper bound on
 #: what the reward models could teach at the same budget, not the method
 SKILL_REWARDS: tuple[str, ...] = ("llm", "progress")
+#: the release's ``--msg_max_keys``: message counts of the count-based division are kept for the 20 most
+#: recently seen messages; the one default of the flag, of ``SkillEnvConfig`` and of the reward classes
+MSG_MAX_KEYS: int = 20

@@ -29,7 +29,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from common.vocabulary import TASK_DESCRIPTIONS
-from rl_baseline.skills.intrinsic_reward import MSG_MAX_KEYS, IntrinsicReward, ScoreCache
+from rl_baseline.skills import MSG_MAX_KEYS
+from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
 
 logger = logging.getLogger(__name__)
 

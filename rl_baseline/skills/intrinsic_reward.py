@@ -33,6 +33,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from common.nethack.messages import MESSAGE_LEN, message_bytes
+from rl_baseline.skills import MSG_MAX_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +104,6 @@ def shared_cache() -> ScoreCache:
     return _SHARED_CACHE
 
 
-# the release's --msg_max_keys: message counts are kept for the 20 most recently seen messages
-MSG_MAX_KEYS = 20
 UNLIMITED_KEYS = -1
 
 

@@ -28,7 +28,7 @@ The environment may pass every message seen during a step as ``info["messages"]`
 str; messages dismissed with --More-- inside one step are otherwise lost); without it
 ``info["message"]`` is used.
 
-One module on purpose (about 600 lines): one home for reading NetHack's messages for all nine
+One module on purpose: one home for reading NetHack's messages for all nine
 tasks; the per-task trackers share the message parsers.
 """
 from __future__ import annotations
