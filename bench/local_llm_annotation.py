@@ -17,7 +17,6 @@ Needs llama-cpp-python with its server (requirements-local-llm.txt) and llm-smol
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import subprocess
 import sys

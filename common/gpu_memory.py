@@ -157,11 +157,13 @@ def preflight(model: str, num_gpus: int, gpu_memory_utilization: Optional[float]
               gpu_bytes: Optional[Sequence[int]] = None) -> Optional[WeightEstimate]:
     """:func:`check_fits` on the model's config and the visible GPUs; None (with a warning) when the
     config cannot be read or is not a Llama-style decoder."""
+    gpus = list(gpu_bytes) if gpu_bytes is not None else visible_gpu_bytes()
+    if num_gpus > len(gpus):
+        raise ModelMemoryError(f"--num_gpus {num_gpus} but only {len(gpus)} GPU(s) are visible")
     config = read_model_config(model)
     if config is None:
         logger.warning("%s: no config.json found locally; cannot check that the weights fit the GPUs", model)
         return None
-    gpus = list(gpu_bytes) if gpu_bytes is not None else visible_gpu_bytes()
     util = DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
     try:
         est = check_fits(model, config, gpus, num_gpus, util, dtype, quantization)

@@ -40,7 +40,7 @@ The model ids of the paper's two models live here once: :data:`ANNOTATOR_MODEL` 
 and :data:`CODER_MODEL` (code generation); Motif's Llama 2 annotators in :data:`MOTIF_ANNOTATOR_MODELS`; the
 annotator-scale ablation's Llama 3.1 sizes in :data:`ANNOTATOR_MODELS_BY_SIZE`.
 
-One module on purpose (about 650 lines): it is the one client, and each backend is a short class
+One module on purpose: it is the one client, and each backend is a short class
 behind the same two methods; splitting them would scatter what a reader compares.
 """
 from __future__ import annotations
@@ -64,7 +64,6 @@ from common.local_models import (
     is_local_model,
     local_model_file,
 )
-
 
 logger = logging.getLogger(__name__)
 

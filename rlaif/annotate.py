@@ -47,7 +47,7 @@ is refused too, and a file of stand-in labels can be told from an LLM's.
 Test-only: the environment variable ``RLAIF_ANNOTATE_TEST_DELAY`` (seconds) makes the
 loop sleep after every batch, so tests can kill a run at a known point. Leave it unset.
 
-One module on purpose (about 600 lines): chunking, resume, merge and the request loop share one
+One module on purpose: chunking, resume, merge and the request loop share one
 run state and its file layout; each part is a separate function.
 """
 from __future__ import annotations

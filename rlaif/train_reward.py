@@ -32,7 +32,7 @@ Outputs, under ``{train_dir}/{experiment}``::
 
 A run started again resumes from its latest checkpoint; a finished run is a no-op.
 
-One module on purpose (about 780 lines): the training loop, its inputs (either layout), checkpoints, metrics and resume
+One module on purpose: the training loop, its inputs (either layout), checkpoints, metrics and resume
 share one run state; the model itself is in :mod:`rlaif.reward_model`.
 """
 from __future__ import annotations

@@ -538,14 +538,18 @@ def test_vllm_backend_uses_tensor_parallel_sampling_params_and_chat_template(tmp
     """vLLM is not installed here: a stand-in module records how the backend drives it."""
     import types
 
-    import torch
-
     calls: dict = {}
 
     class FakeTokenizer:
+        """Characters as token ids."""
+
         def apply_chat_template(self, conv, tokenize, add_generation_prompt):
             assert tokenize is False and add_generation_prompt is True
             return "|".join(f"{m['role']}:{m['content']}" for m in conv) + "|assistant:"
+
+        def __call__(self, text, add_special_tokens):
+            assert add_special_tokens is False  # as vLLM's server tokenizes a rendered chat template
+            return {"input_ids": [ord(c) for c in text]}
 
     class FakeLLM:
         def __init__(self, model, tensor_parallel_size, seed, **kw):
@@ -555,16 +559,17 @@ def test_vllm_backend_uses_tensor_parallel_sampling_params_and_chat_template(tmp
             return FakeTokenizer()
 
         def generate(self, prompts, params, use_tqdm=True):
-            calls["prompts"], calls["params"] = prompts, params
+            texts = ["".join(map(chr, p["prompt_token_ids"])) for p in prompts]
+            calls["prompts"], calls["params"] = texts, params
             out = types.SimpleNamespace
-            return [out(outputs=[out(text="Answer: 2" if "retry" not in p else "Answer: 1")]) for p in prompts]
+            return [out(outputs=[out(text="Answer: 2" if "retry" not in t else "Answer: 1")]) for t in texts]
 
     class FakeSamplingParams:
         def __init__(self, **kw):
             self.kw = kw
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams))
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr("common.llm.visible_gpu_bytes", lambda: [80 * 10**9] * 4)
     with pytest.raises(BackendError, match="only 4 GPU"):
         make_backend("vllm", model="m", num_gpus=8)
     write_dataset(tmp_path, "ascender", make_dataset(5))

@@ -249,8 +249,6 @@ def test_llm_size_and_num_gpus_reach_vllm_as_model_and_tensor_parallelism(tmp_pa
     --llm-size, tensor parallel over --num-gpus, Motif's sampling settings, the chat template applied."""
     import types
 
-    import torch
-
     from scripts import annotate_pairs_dataset as script
 
     calls: dict = {}
@@ -258,6 +256,9 @@ def test_llm_size_and_num_gpus_reach_vllm_as_model_and_tensor_parallelism(tmp_pa
     class FakeTokenizer:
         def apply_chat_template(self, conv, tokenize=False, add_generation_prompt=True):
             return "|".join(f"{m['role']}:{m['content']}" for m in conv)
+
+        def __call__(self, text, add_special_tokens):
+            return {"input_ids": [ord(c) for c in text]}
 
     class FakeLLM:
         def __init__(self, model, tensor_parallel_size, seed, **kw):
@@ -277,7 +278,7 @@ def test_llm_size_and_num_gpus_reach_vllm_as_model_and_tensor_parallelism(tmp_pa
             self.kw = kw
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams))
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr("common.llm.visible_gpu_bytes", lambda: [80 * 10**9] * 4)
     motif_dataset(tmp_path, 8)
     monkeypatch.chdir(tmp_path)
     assert script.main(argv_of(ANNOTATE, **{"llm-size": "13", "num-gpus": "2"}) + ["--no-progress"]) == 0

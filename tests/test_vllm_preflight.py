@@ -8,7 +8,6 @@ import types
 
 import pytest
 
-from common import gpu_memory
 from common.gpu_memory import ModelMemoryError, check_fits, count_parameters, estimate_weights, preflight
 
 H100 = 85_520_809_984  # an 80 GB H100's total memory in bytes (81,559 MiB)
