@@ -198,6 +198,17 @@ def _is_stand_in_annotation(command: str) -> bool:
     return "scripts.annotate_pairs" in command and "--backend heuristic" in command
 
 
+def annotation_model(out_dir: str | Path) -> Optional[str]:
+    """The ``--model`` that annotated a pipeline run's skills when a language model did (its phase markers say
+    so); None when the heuristic stand-in did, or the run has no annotation markers."""
+    for _, command in _own_phase_records(out_dir) or ():
+        if "scripts.annotate_pairs" in command and not _is_stand_in_annotation(command):
+            words = command.split()
+            if "--model" in words[:-1]:
+                return words[words.index("--model") + 1]
+    return None
+
+
 def stand_in_annotated(out_dir: str | Path) -> bool:
     """Whether a pipeline run's skills were annotated by the heuristic stand-in (its phase markers say so)."""
     return any(_is_stand_in_annotation(command) for _, command in _own_phase_records(out_dir) or ())

@@ -40,6 +40,9 @@ class PipelineConfig:
     # phase 1a: annotation
     annotate_backend: str = "heuristic"
     annotate_model: str = ANNOTATOR_MODEL
+    # the small presets' annotator (--annotator): "stand-in" (the heuristic) or "smollm2" (SmolLM2-135M-Instruct,
+    # a real language model run by llama.cpp on the CPU: SMALL_PRESET_ANNOTATORS)
+    annotator: str = "stand-in"
     annotate_gpus: int = 8
     annotate_chunks: int = 1
     # phase 1b: reward models

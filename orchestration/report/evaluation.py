@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from common.vocabulary import EVAL_TASKS, TASK_MEASURE
-from orchestration.baseline_cost import stand_in_annotated
+from orchestration.baseline_cost import annotation_model, stand_in_annotated
 from orchestration.paper_results import NOT_COMPARABLE_NOTE, PAPER_RESULTS, format_value
 
 from .shared import (
@@ -32,6 +32,8 @@ logger = logging.getLogger(__package__)
 
 MAESTROMOTIF = "MaestroMotif"
 STAND_IN_ANNOTATOR = "skill rewards from the heuristic stand-in annotator (rules, not an LLM)"
+#: the label of a pipeline run annotated by a language model (``--annotator smollm2``: the model's name)
+LLM_ANNOTATOR = "skill rewards from labels by the language model {model}"
 
 
 @dataclass
@@ -105,6 +107,7 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
     out: list[EvalResult] = []
     costs: dict[Path, Optional[dict]] = {}  # each baseline's cost.json, by folder
     stand_in = Path(root).is_dir() and stand_in_annotated(root)  # this run's skills: the stand-in labelled them
+    llm = annotation_model(root) if Path(root).is_dir() and not stand_in else None  # ... or a language model
     for path in find_inputs(root, "eval/*_seed*.json"):
         try:
             result = load_eval_result(path)
@@ -116,6 +119,8 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
             _as_baseline(result, name, Path(root), path, costs)
         elif not result.label and stand_in:
             result.label = STAND_IN_ANNOTATOR
+        elif not result.label and llm:
+            result.label = LLM_ANNOTATOR.format(model=llm)
         out.append(result)
     _drop_common_parts(out)
     out.sort(key=lambda r: (r.experiment, _task_order(r.task), r.task, r.code_seed or 0))
@@ -160,7 +165,8 @@ def column_label(results: Sequence[EvalResult]) -> str:
     first = results[0]
     if first.method == MAESTROMOTIF:
         stand_in = any("stand-in" in r.label for r in results)
-        return f"MaestroMotif ({first.experiment}{', stand-in' if stand_in else ''})"
+        llm = next((r.label.rsplit(" ", 1)[-1] for r in results if r.label.startswith(LLM_ANNOTATOR[:30])), None)
+        return f"MaestroMotif ({first.experiment}{', stand-in' if stand_in else ''}{', ' + llm if llm else ''})"
     title = baseline_title(first.method)
     if first.variant:
         title += f" [{first.variant}]"
