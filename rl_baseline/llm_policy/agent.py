@@ -1,6 +1,6 @@
 """The LLM policy: a language model picks every primitive action from the observation as text.
 
-:class:`LLMActionPolicy` has the interface :func:`rl_baseline.sf.evaluate.run_evaluation` steps
+:class:`LLMActionPolicy` has the interface :func:`rl_baseline.evaluation.run_evaluation` steps
 (``act(obs_list, active) -> actions``, ``episode_ended(i)``), so the LLM policy is evaluated by the
 same loop, trackers and summaries as MaestroMotif. Each step it renders every active game's
 observation (:mod:`.render`), asks the model once per game -- all games' questions in one batch,

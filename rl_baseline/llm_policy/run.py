@@ -3,8 +3,8 @@
 :func:`evaluate_llm_policy` builds ``num_envs`` Monk environments (NetHackScoreMonk-v1 with the
 paper's character, options, actions and macros; no skills, no reward model), lets
 :class:`rl_baseline.llm_policy.agent.LLMActionPolicy` act in them through
-:func:`rl_baseline.sf.evaluate.run_evaluation` and writes, through
-:func:`rl_baseline.sf.evaluate.summarize` and :func:`~rl_baseline.sf.evaluate.write_results`,
+:func:`rl_baseline.evaluation.run_evaluation` and writes, through
+:func:`rl_baseline.evaluation.summarize` and :func:`~rl_baseline.evaluation.write_results`,
 ``{out_dir}/eval/{task}_seed{seed}.{json,csv,png}`` -- the summary ``scripts.main --evaluation True``
 writes (``mean``, ``stderr``, ``episodes``, ``protocol``, ``release``, ``project``, ``run``,
 ``per_episode``) with, in addition, ``method``, ``label``, ``llm`` (calls, cache hits, tokens, parse
@@ -25,6 +25,7 @@ from typing import Any, Optional
 import gymnasium as gym
 
 from common.vocabulary import TASK_MEASURE, check_eval_target
+from rl_baseline.evaluation import run_evaluation, summarize, write_results
 from rl_baseline.llm_policy.agent import STEP_MESSAGES_KEY, LLMActionPolicy
 from rl_baseline.llm_policy.client import ClientStats, LLMClient, LLMSettings
 from rl_baseline.llm_policy.cost import CostClock, cost_section, update_cost_json
@@ -134,7 +135,6 @@ def evaluate_llm_policy(cfg: LLMPolicyConfig, client: Optional[LLMClient] = None
     work raises :class:`common.llm.BackendError` with nothing written."""
     from common.nethack.actions import ACTION_NAMES
     from rl_baseline.envs import make_monk_env
-    from rl_baseline.sf.evaluate import run_evaluation, summarize, write_results
 
     cfg.check()
     clock = CostClock().start()
