@@ -5,7 +5,7 @@ authors' :mod:`rl_baseline.tasks.release_protocol`; ``project``, this project's
 :mod:`rl_baseline.tasks.detectors`), :func:`summarize` turns the finished episodes into the evaluation's
 JSON and :func:`write_results` writes it with its CSV and PNG. The format is described in
 :mod:`rl_baseline.sf.evaluate`, the evaluation of a trained skill policy, which runs this loop on the
-skill environments; the LLM policy (:mod:`rl_baseline.llm_policy.run`) runs the same loop on
+skill environments; the LLM policy (:mod:`rl_baseline.baselines.llm_policy.run`) runs the same loop on
 Monk games, so both write one format that the report, the baselines and the tests read.
 
 A floor of its own, below the method's entry points (:mod:`rl_baseline.sf`) and the baselines, above

@@ -49,8 +49,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from common.atomic_io import atomic_write_json
+from rl_baseline.baselines.motif_eval import run_root_episodes, summarize_root
 from rl_baseline.evaluation import RunResult, run_evaluation, summarize, write_results
-from rl_baseline.sf.cfg import SkillEnvConfig, eval_dir_of, require_resolved
+from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, eval_dir_of, evaluates_root_env, require_resolved
 
 logger = logging.getLogger(__name__)
 
@@ -90,9 +92,9 @@ class _LLMEpisodes:
             self.finished.append(meta.take_episode_stats().as_dict())
 
     def add_to(self, summary: dict, cfg: Any, run: RunResult, training_env_steps: int) -> None:
-        from rl_baseline.llm_policy.client import shared_client
-        from rl_baseline.llm_policy.cost import cost_section
-        from rl_baseline.llm_policy.run import llm_section
+        from rl_baseline.baselines.llm_policy.client import shared_client
+        from rl_baseline.baselines.llm_policy.cost import cost_section
+        from rl_baseline.baselines.llm_policy.run import llm_section
 
         metas = [getattr(env, "meta_policy", None) for env in self.envs]
         parse_errors = sum(int(getattr(m, "parse_errors", 0)) for m in metas)
@@ -146,7 +148,7 @@ def evaluate(cfg: Any) -> dict:
         n_envs = max(1, min(int(cfg.eval_num_envs), int(cfg.eval_episodes)))
     env_cfg = SkillEnvConfig.from_cfg(cfg)
     if env_cfg.meta_llm is not None:
-        from rl_baseline.llm_policy.client import shared_client
+        from rl_baseline.baselines.llm_policy.client import shared_client
 
         # the model the environments will ask: reached (or loaded) before anything else, so a server that
         # does not answer stops the run here, named, with nothing written
@@ -168,7 +170,7 @@ def evaluate(cfg: Any) -> dict:
     policy = loaded.acting(n_envs, bool(cfg.eval_deterministic_actions))
     llm_run = None
     if env_cfg.meta_llm is not None:
-        from rl_baseline.llm_policy.cost import CostClock
+        from rl_baseline.baselines.llm_policy.cost import CostClock
 
         # the hierarchical LLM policy: count each episode's questions as it ends
         llm_run = _LLMEpisodes(policy, envs, env_cfg.meta_llm, CostClock().start())
@@ -206,7 +208,7 @@ def evaluate(cfg: Any) -> dict:
     stem = eval_dir(cfg) / f"{task}_seed{cfg.code_seed}"
     paths = write_results(stem, summary, skill_names)
     if llm_run is not None:
-        from rl_baseline.llm_policy.cost import update_cost_json
+        from rl_baseline.baselines.llm_policy.cost import update_cost_json
 
         update_cost_json(eval_dir(cfg).parent, summary["method"])
         llm = summary["llm"]
@@ -234,4 +236,40 @@ def evaluate(cfg: Any) -> dict:
         logger.warning("the %s meta-policy raised %d exception(s) during this evaluation (each replaced by its "
                        "fallback; the first ones are logged above with their tracebacks): its results are not "
                        "those of the generated code alone", task, run.meta_policy_errors)
+    return summary
+
+
+def evaluate_root_env(cfg: Any) -> dict:
+    """``scripts.main --evaluation True`` on a Motif run (a finished configuration): see
+    :mod:`rl_baseline.baselines.motif_eval`, which has the episode loop and the summary."""
+    from rl_baseline.envs.seeding import seed_run
+    from rl_baseline.sf.env import build_skill_env, register_envs
+    from rl_baseline.sf.policy import load_policy
+
+    require_resolved(cfg, "root-environment evaluation")
+    if not evaluates_root_env(cfg):
+        raise ConfigError("root-environment evaluation is for --evaluation True of an nle_fixed_eat_action run")
+    register_envs()
+    seed_run(int(cfg.seed or 0))
+    protocol = cfg.eval_protocol
+    n_envs = int(cfg.eval_num_envs) if protocol == "release" else max(1, min(int(cfg.eval_num_envs),
+                                                                             int(cfg.eval_episodes)))
+    env_cfg = SkillEnvConfig.from_cfg(cfg)
+    envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
+    try:
+        loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
+        logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games", loaded.checkpoint, loaded.env_steps,
+                    cfg.root_env, protocol, n_envs)
+        run = run_root_episodes(envs, loaded.acting(n_envs, bool(cfg.eval_deterministic_actions)), protocol,
+                                int(cfg.eval_episodes), int(cfg.eval_env_steps), seed=int(cfg.seed or 0))
+    finally:
+        for env in envs:
+            env.close()
+    summary = summarize_root(cfg.root_env, run, protocol, int(cfg.eval_stats_avg))
+    summary.update(experiment=cfg.experiment, checkpoint=str(loaded.checkpoint), env_steps=loaded.env_steps,
+                   max_episode_steps=int(cfg.max_episode_steps))
+    path = atomic_write_json(eval_dir(cfg) / f"{cfg.root_env}.json", summary)
+    logger.info("%s: %s %.3f (stderr %.3f) over %d episodes (success rate %.3f, mean score %.1f); wrote %s",
+                cfg.root_env, summary["measure"], summary["mean"], summary["stderr"], summary["episodes"],
+                summary["success_rate"], summary["mean_score"], path)
     return summary

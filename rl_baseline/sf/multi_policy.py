@@ -10,6 +10,9 @@ Recurrent state: each network keeps one state per game. When a game switches to 
 network starts from a zero state, as it did at the start of every one of its training episodes (a skill
 call begins afresh); while a skill stays active its network carries its state from step to step. The
 networks of inactive skills are not stepped.
+
+A baseline's part that stays in ``sf`` rather than in the wing (:mod:`rl_baseline.baselines`): it loads
+sample-factory checkpoints through :mod:`rl_baseline.sf.policy`, and the wing sits below ``sf``.
 """
 from __future__ import annotations
 

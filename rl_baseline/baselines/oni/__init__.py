@@ -4,10 +4,10 @@ How the parts talk, through files under ``{train_dir}/{experiment}/oni/`` (so th
 either side loses nothing and re-queries nothing):
 
 * every environment process appends the distinct messages it meets (with how often it met them)
-  to its own spool file (:class:`~rl_baseline.online.store.MessageSpool`);
+  to its own spool file (:class:`~rl_baseline.baselines.oni.store.MessageSpool`);
 * one annotator process (:mod:`.annotator`, started by training) tails the spools, sends new
   messages in batches to an OpenAI-compatible server through the project's one LLM client, and
-  appends the answers to the label store (:class:`~rl_baseline.online.store.LabelStore`), fsynced
+  appends the answers to the label store (:class:`~rl_baseline.baselines.oni.store.LabelStore`), fsynced
   as they arrive; for the learned reward types it also trains the reward network on the labels
   and saves it (:mod:`.models`);
 * the environments tail the label store and reload the network (:mod:`.rewards`): a message with
