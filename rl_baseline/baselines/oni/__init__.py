@@ -19,4 +19,7 @@ labels), ``online_motif`` (ONI-Ranking: a Bradley-Terry model trained online on 
 between message pairs), ``cosine-bow`` (ELLM-BoW: bag-of-words cosine similarity between the
 message and goals an LLM proposed), ``motif`` (an offline reward model, ``--reward_dir``) and
 ``none``. With the skill environment each skill gets its own labels, asked with its description.
+
+ONI's root environments (the extended action set and ONI's macros) are :mod:`.env`. ONI is a baseline:
+it lives in the baselines' wing (:mod:`rl_baseline.baselines`), and the method's modules never import it.
 """
