@@ -99,7 +99,7 @@ def training_skill(cfg: Any) -> str | None:
 
 def check_detector(task: str, flag: str) -> str:
     """``task`` if it has a success detector; otherwise an error naming the flag and the tasks that have one."""
-    from rl_baseline.tasks.detectors import has_detector
+    from rl_baseline.tasks.detectors import has_detector  # imports NLE: the flags stay light for --help
 
     if not has_detector(task):
         raise ConfigError(f"{flag} {task!r}: no success detector for this task (rl_baseline/tasks/detectors.py has "

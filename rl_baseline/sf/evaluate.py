@@ -50,9 +50,17 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from common.atomic_io import atomic_write_json
+from common.vocabulary import TASK_MEASURE, check_eval_target
+from rl_baseline.baselines.llm_policy.client import shared_client
+from rl_baseline.baselines.llm_policy.cost import CostClock, cost_section, update_cost_json
+from rl_baseline.baselines.llm_policy.run import llm_section
 from rl_baseline.baselines.motif_eval import run_root_episodes, summarize_root
+from rl_baseline.envs.seeding import seed_run
 from rl_baseline.evaluation import RunResult, run_evaluation, summarize, write_results
+from rl_baseline.models.render import render_tty_frame
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, eval_dir_of, evaluates_root_env, require_resolved
+from rl_baseline.sf.multi_policy import load_skill_policies
+from rl_baseline.sf.policy import load_policy
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +72,7 @@ def eval_dir(cfg: Any) -> Path:
 
 def _action_names() -> Optional[list[str]]:
     try:
-        from common.nethack.actions import ACTION_NAMES
+        from common.nethack.actions import ACTION_NAMES  # optional: the action names only label the trackers' input
     except ImportError:
         return None
     return list(ACTION_NAMES)
@@ -92,10 +100,6 @@ class _LLMEpisodes:
             self.finished.append(meta.take_episode_stats().as_dict())
 
     def add_to(self, summary: dict, cfg: Any, run: RunResult, training_env_steps: int) -> None:
-        from rl_baseline.baselines.llm_policy.client import shared_client
-        from rl_baseline.baselines.llm_policy.cost import cost_section
-        from rl_baseline.baselines.llm_policy.run import llm_section
-
         metas = [getattr(env, "meta_policy", None) for env in self.envs]
         parse_errors = sum(int(getattr(m, "parse_errors", 0)) for m in metas)
         invalid = sum(int(getattr(m, "invalid_choices", 0)) for m in metas)
@@ -118,7 +122,7 @@ class _LLMEpisodes:
 
 
 def _save_gif(frames: list[np.ndarray], path: Path) -> None:
-    from PIL import Image
+    from PIL import Image  # the video only (--save_video True)
 
     images = [Image.fromarray(f) for f in frames]
     if images:
@@ -131,10 +135,10 @@ def _save_gif(frames: list[np.ndarray], path: Path) -> None:
 def evaluate(cfg: Any) -> dict:
     """Runs the evaluation described in the module docstring on a finished configuration
     (:func:`rl_baseline.sf.cfg.resolve_cfg`); returns the summary dict."""
-    from common.vocabulary import TASK_MEASURE, check_eval_target
-    from rl_baseline.envs.seeding import seed_run
-    from rl_baseline.sf.env import build_skill_env, register_envs
-    from rl_baseline.sf.policy import load_policy
+    from rl_baseline.sf.env import (  # torch (the reward models): only when an evaluation runs
+        build_skill_env,
+        register_envs,
+    )
 
     require_resolved(cfg, "evaluation")
     task = check_eval_target(cfg.eval_target)
@@ -148,16 +152,12 @@ def evaluate(cfg: Any) -> dict:
         n_envs = max(1, min(int(cfg.eval_num_envs), int(cfg.eval_episodes)))
     env_cfg = SkillEnvConfig.from_cfg(cfg)
     if env_cfg.meta_llm is not None:
-        from rl_baseline.baselines.llm_policy.client import shared_client
-
         # the model the environments will ask: reached (or loaded) before anything else, so a server that
         # does not answer stops the run here, named, with nothing written
         shared_client(env_cfg.meta_llm)
     envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
     skill_names = envs[0].skill_names
     if getattr(cfg, "skill_policy_list", None):  # the isolated-skills ablation: one network per skill
-        from rl_baseline.sf.multi_policy import load_skill_policies
-
         loaded = load_skill_policies(cfg, envs[0].observation_space, envs[0].action_space)
     else:
         loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
@@ -170,16 +170,12 @@ def evaluate(cfg: Any) -> dict:
     policy = loaded.acting(n_envs, bool(cfg.eval_deterministic_actions))
     llm_run = None
     if env_cfg.meta_llm is not None:
-        from rl_baseline.baselines.llm_policy.cost import CostClock
-
         # the hierarchical LLM policy: count each episode's questions as it ends
         llm_run = _LLMEpisodes(policy, envs, env_cfg.meta_llm, CostClock().start())
         policy = llm_run
     frames: list[np.ndarray] = []
     frame_fn = None
     if cfg.save_video:
-        from rl_baseline.models.render import render_tty_frame
-
         def frame_fn(env: Any) -> None:
             raw = env.last_obs
             frames.append(np.asarray(render_tty_frame(raw["tty_chars"], raw["tty_colors"])).copy())
@@ -208,8 +204,6 @@ def evaluate(cfg: Any) -> dict:
     stem = eval_dir(cfg) / f"{task}_seed{cfg.code_seed}"
     paths = write_results(stem, summary, skill_names)
     if llm_run is not None:
-        from rl_baseline.baselines.llm_policy.cost import update_cost_json
-
         update_cost_json(eval_dir(cfg).parent, summary["method"])
         llm = summary["llm"]
         logger.info("%s: %d LLM calls (%d from the cache), %d tokens (%s), %d parse failures, %d choices of a skill "
@@ -242,9 +236,10 @@ def evaluate(cfg: Any) -> dict:
 def evaluate_root_env(cfg: Any) -> dict:
     """``scripts.main --evaluation True`` on a Motif run (a finished configuration): see
     :mod:`rl_baseline.baselines.motif_eval`, which has the episode loop and the summary."""
-    from rl_baseline.envs.seeding import seed_run
-    from rl_baseline.sf.env import build_skill_env, register_envs
-    from rl_baseline.sf.policy import load_policy
+    from rl_baseline.sf.env import (  # torch (the reward models): only when an evaluation runs
+        build_skill_env,
+        register_envs,
+    )
 
     require_resolved(cfg, "root-environment evaluation")
     if not evaluates_root_env(cfg):

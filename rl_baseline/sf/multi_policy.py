@@ -23,6 +23,9 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from rl_baseline.sf.cfg import resolve_experiment_cfg
+from rl_baseline.sf.policy import load_policy
+
 logger = logging.getLogger(__name__)
 
 
@@ -83,9 +86,6 @@ class LoadedSkillPolicies:
 def load_skill_policies(cfg: Any, observation_space: Any, action_space: Any) -> LoadedSkillPolicies:
     """Each folder of ``cfg.skill_policy_list`` (in skill order) loaded with its own saved configuration, on
     this command's device and ``--load_checkpoint_kind``."""
-    from rl_baseline.sf.cfg import resolve_experiment_cfg
-    from rl_baseline.sf.policy import load_policy
-
     loaded = []
     for d in cfg.skill_policy_list:
         sub = resolve_experiment_cfg(d, ["--eval_target", cfg.eval_target, "--device", cfg.device,

@@ -29,6 +29,7 @@ from rl_baseline.baselines.llm_policy.client import EpisodeLLMStats, LLMClient, 
 from rl_baseline.baselines.llm_policy.parse import parse_skill
 from rl_baseline.baselines.llm_policy.prompts import skill_conversation
 from rl_baseline.baselines.llm_policy.render import DUNGEON_NAMES, HUNGER_NAMES
+from rl_baseline.skills.meta_policy import load
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +135,4 @@ class LLMMetaPolicy:
 def make_llm_meta_policy(task: str, seed: int, root: Optional[str], settings: LLMSettings) -> LLMMetaPolicy:
     """The factory the skill environment calls: the task's guarded module for its skill functions,
     the process-wide client for the model (:func:`rl_baseline.baselines.llm_policy.client.shared_client`)."""
-    from rl_baseline.skills.meta_policy import load
-
     return LLMMetaPolicy(load(task, seed, root), shared_client(settings), task)
