@@ -27,14 +27,14 @@ Backends:
 * ``heuristic``: a rule-based stand-in for the LLM, registered by :mod:`rlaif.heuristic`
   (its rules read annotation prompts; importing any ``rlaif`` module registers it).
 * ``stand_in``: a rule-based stand-in for the LLM policies' action and next-skill prompts,
-  registered by :mod:`rl_baseline.llm_policy` (not a language model either).
+  registered by :mod:`rl_baseline.baselines.llm_policy` (not a language model either).
 
 Token usage: :meth:`Backend.complete` returns :class:`Completion` objects, the reply with the
 prompt and completion token counts where the backend knows them exactly (``openai``: the server's
 ``usage``; ``hf``: the endpoint's ``usage``; ``vllm`` and ``transformers``: the tokenizer's counts;
 ``llamacpp``: llama.cpp's ``usage``);
 the rule-based, random and replay backends report none (``None``), and callers that need a count
-then approximate it (:mod:`rl_baseline.llm_policy.client`).
+then approximate it (:mod:`rl_baseline.baselines.llm_policy.client`).
 
 The model ids of the paper's two models live here once: :data:`ANNOTATOR_MODEL` (annotation)
 and :data:`CODER_MODEL` (code generation); Motif's Llama 2 annotators in :data:`MOTIF_ANNOTATOR_MODELS`; the
@@ -686,7 +686,7 @@ _FACTORIES: dict[str, Callable[..., Backend]] = {
 # backends whose rules live in a phase package, registered when that package is imported
 _REGISTERED_BY = {
     "heuristic": "rlaif.heuristic (import any rlaif module)",
-    "stand_in": "rl_baseline.llm_policy.stand_in (import it)",
+    "stand_in": "rl_baseline.baselines.llm_policy.stand_in (import it)",
 }
 
 

@@ -93,7 +93,7 @@ TASK_DESCRIPTIONS: dict[str, str] = {
 
 
 #: What each evaluation task asks for in a zero-shot prompt (the LLM policy baselines,
-#: rl_baseline.llm_policy.prompts): the goal only, no strategy and no facts about where things are. Shorter
+#: rl_baseline.baselines.llm_policy.prompts): the goal only, no strategy and no facts about where things are. Shorter
 #: than :data:`TASK_DESCRIPTIONS` and worded for the model that plays; kept as written, since a prompt's
 #: text is part of a recorded result (and of the LLM reply cache's keys).
 TASK_GOALS: dict[str, str] = {

@@ -29,8 +29,8 @@ from common.vocabulary import EVAL_TASKS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rl_baseline.llm_policy.client import POLICY_BACKENDS
-    from rl_baseline.llm_policy.prompts import PROMPT_KINDS
+    from rl_baseline.baselines.llm_policy.client import POLICY_BACKENDS
+    from rl_baseline.baselines.llm_policy.prompts import PROMPT_KINDS
 
     p = argparse.ArgumentParser(
         prog="python -m scripts.llm_policy",
@@ -91,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace):
     from pathlib import Path
 
-    from rl_baseline.llm_policy.client import LLMSettings
-    from rl_baseline.llm_policy.run import LLMPolicyConfig
+    from rl_baseline.baselines.llm_policy.client import LLMSettings
+    from rl_baseline.baselines.llm_policy.run import LLMPolicyConfig
 
     cache = args.cache_dir if args.cache_dir is not None else str(Path(args.out_dir) / "llm_cache")
     llm = LLMSettings(
@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     log = logging.getLogger("scripts.llm_policy")
-    from rl_baseline.llm_policy.client import LLMClient
-    from rl_baseline.llm_policy.run import evaluate_llm_policy
+    from rl_baseline.baselines.llm_policy.client import LLMClient
+    from rl_baseline.baselines.llm_policy.run import evaluate_llm_policy
 
     cfg = config_from_args(args)
     try:

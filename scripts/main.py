@@ -61,7 +61,7 @@ def _evaluate(cfg: Any) -> int:
     try:
         with sigterm_raises():
             if evaluates_root_env(cfg):
-                from rl_baseline.sf.motif_eval import evaluate_root_env
+                from rl_baseline.sf.evaluate import evaluate_root_env
 
                 evaluate_root_env(cfg)
             elif forced_skill(cfg) is not None:

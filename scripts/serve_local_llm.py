@@ -30,7 +30,7 @@ from common.local_models import (
     llama_cpp_server_command,
     served_name,
 )
-from rl_baseline.online.service import ServerError, server_url, wait_for_server
+from rl_baseline.baselines.oni.service import ServerError, server_url, wait_for_server
 
 logger = logging.getLogger("serve_local_llm")
 

@@ -5,7 +5,7 @@ Example: python -m scripts.serve_stand_in_llm --port 9001
 """
 from __future__ import annotations
 
-from rl_baseline.online.stand_in_server import build_parser, serve
+from rl_baseline.baselines.oni.stand_in_server import build_parser, serve
 
 if __name__ == "__main__":
     args = build_parser().parse_args()

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from rl_baseline.online.service import DEFAULT_PORT, ServerError, server_url, wait_for_server
+from rl_baseline.baselines.oni.service import DEFAULT_PORT, ServerError, server_url, wait_for_server
 
 
 def _alive(pid: int) -> bool:

@@ -21,7 +21,7 @@ import time
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from rl_baseline.online.stand_in_server import JSONRequestHandler
+from rl_baseline.baselines.oni.stand_in_server import JSONRequestHandler
 
 _MARK = re.compile(r"SCENARIO-(\w+)")
 

@@ -371,7 +371,7 @@ def _msg(text: str) -> np.ndarray:
 
 
 def test_embedding_reward_is_the_cosine_similarity_cached_per_message_and_divided_by_counts():
-    from rl_baseline.skills.embedding_reward import EmbeddingReward, EmbeddingRewardConfig
+    from rl_baseline.baselines.embedding_reward import EmbeddingReward, EmbeddingRewardConfig
 
     fake = _UnitEmbedder()
     reward = EmbeddingReward(EmbeddingRewardConfig("gnomish", threshold=0.5), beta=1.0, llm_coef=0.1, embedder=fake)
@@ -395,7 +395,7 @@ def test_embedding_reward_is_the_cosine_similarity_cached_per_message_and_divide
 def test_the_default_embedding_model_loads_offline_from_site_packages():
     env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HOME="/nonexistent")
     code = (
-        "from rl_baseline.skills.embedding_reward import EmbeddingReward, EmbeddingRewardConfig, resolve_model_path\n"
+        "from rl_baseline.baselines.embedding_reward import EmbeddingReward, EmbeddingRewardConfig, resolve_model_path\n"
         "from common.nethack.messages import encode_message as m\n"
         "print(resolve_model_path('all-MiniLM-L6-v2'))\n"
         "r = EmbeddingReward(EmbeddingRewardConfig('gnomish'))\n"
@@ -428,7 +428,7 @@ class _ScriptedGame(gym.Env):
 
 
 def test_task_reward_adds_the_bonus_per_counted_event_and_ends_success_tasks():
-    from rl_baseline.tasks.task_reward import TaskSuccessReward
+    from rl_baseline.baselines.task_reward import TaskSuccessReward
 
     sold = "You sold a dagger for 4 gold pieces."
     env = TaskSuccessReward(_ScriptedGame([{"message": sold}, {"message": ""}, {"message": sold}, {"message": ""}]),

@@ -167,7 +167,7 @@ def valid_run(tmp_path_factory) -> Path:
     assert out.code == 0, out.output[-2000:]
     # results the report reads, written by their writers
     from common.atomic_io import atomic_write_json
-    from rl_baseline.sf.evaluate import EpisodeResult, summarize, write_results
+    from rl_baseline.evaluation import EpisodeResult, summarize, write_results
 
     episodes = [EpisodeResult(success=i == 0, count=0.0, value=float(i == 0), length=100 + i,
                               skill_share={"discoverer": 1.0}) for i in range(4)]

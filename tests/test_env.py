@@ -91,7 +91,7 @@ def test_reset_with_a_seed_starts_the_same_game_every_time(env):
 
 
 def test_the_oni_environments_seed_their_games_too():
-    from rl_baseline.envs import oni_env
+    from rl_baseline.baselines.oni import env as oni_env
 
     env = gym.make("NetHackScoreExtendedActions-v1").unwrapped
     try:

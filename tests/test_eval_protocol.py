@@ -11,12 +11,12 @@ import pytest
 
 from common.vocabulary import EVAL_TASKS, INTERACTION_TASKS, TASK_MEASURE
 from rl_baseline.envs.overview import GNOMISH_MINES, overview_has_text, parse_overview
-from rl_baseline.sf.cfg import check_eval_args
-from rl_baseline.sf.evaluate import (
+from rl_baseline.evaluation import (
     run_evaluation,
     summarize,
     write_results,
 )
+from rl_baseline.sf.cfg import check_eval_args
 from rl_baseline.tasks.detectors import make_task_tracker
 from rl_baseline.tasks.release_protocol import (
     CLASS_BASE_PRICES,

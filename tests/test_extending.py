@@ -145,7 +145,7 @@ def test_a_task_missing_from_the_places_is_named():
 
 # ----------------------------------------------------------------------------- the LLM policies' prompts
 #: sha256 of every task's prompts (zero-shot and equivalent action prompts, the skill prompt) as they were
-#: when the zero-shot goals moved from rl_baseline/llm_policy/prompts.py to common.vocabulary.TASK_GOALS.
+#: when the zero-shot goals moved from rl_baseline/baselines/llm_policy/prompts.py to common.vocabulary.TASK_GOALS.
 #: A prompt is part of a recorded result and of the reply cache's key: change these only on purpose.
 PROMPT_SHA256: dict[str, str] = {
     "gnomish": "31620f750b8098f61d5a69adcf7c1d0fc0aa0b36925c2df24a48461eb36a0d02",
@@ -161,7 +161,7 @@ PROMPT_SHA256: dict[str, str] = {
 
 
 def _prompts(task: str) -> dict[str, list[dict[str, str]]]:
-    from rl_baseline.llm_policy import prompts
+    from rl_baseline.baselines.llm_policy import prompts
 
     names = tuple(prompts.ACTION_HELP)
     out = {kind: prompts.action_conversation(task, kind, "the map\nthe status lines",

@@ -19,9 +19,9 @@ import pytest
 from bench.fixtures import free_port
 from common.llm import Backend, Completion, Conversation
 from common.vocabulary import EVAL_TASKS, SKILLS
-from rl_baseline.llm_policy.client import LLMClient, LLMSettings, approx_conversation_tokens
-from rl_baseline.llm_policy.parse import parse_action, parse_skill
-from rl_baseline.llm_policy.prompts import action_conversation, coder_knowledge, skill_conversation
+from rl_baseline.baselines.llm_policy.client import LLMClient, LLMSettings, approx_conversation_tokens
+from rl_baseline.baselines.llm_policy.parse import parse_action, parse_skill
+from rl_baseline.baselines.llm_policy.prompts import action_conversation, coder_knowledge, skill_conversation
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "stand-in"
@@ -38,7 +38,7 @@ def stand_in_server(log: Path, mode: str = "normal") -> Iterator[str]:
            "--log", str(log)]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        from rl_baseline.online.service import wait_for_server
+        from rl_baseline.baselines.oni.service import wait_for_server
 
         wait_for_server(f"http://127.0.0.1:{port}/v1", MODEL, timeout_s=30, poll_s=0.1)
         yield f"http://127.0.0.1:{port}/v1"
@@ -69,8 +69,8 @@ def test_the_last_answer_line_counts_and_anything_else_is_a_failure():
 
 
 def test_a_live_observation_as_text():
+    from rl_baseline.baselines.llm_policy.render import relative, render_observation
     from rl_baseline.envs import make_monk_env
-    from rl_baseline.llm_policy.render import relative, render_observation
 
     env = make_monk_env(max_episode_steps=20)
     obs, info = env.reset(seed=5)
@@ -185,7 +185,7 @@ def test_openai_backend_reads_the_servers_usage(tmp_path):
 
 
 def test_stand_in_answers_both_questions_in_the_format_asked():
-    from rl_baseline.llm_policy.stand_in import action_answer, answer, skill_answer
+    from rl_baseline.baselines.llm_policy.stand_in import action_answer, answer, skill_answer
 
     obs = ("Message: Asidonhopo offers 10 gold pieces for your dagger.  Sell it? [ynaq] (y)\nStatus: depth 1 "
            "(The Dungeons of Doom, level 1), HP 9/9, gold 0, experience level 1, hunger: not hungry, turn 5, "
@@ -246,7 +246,7 @@ class ScriptedBackend(Backend):
 
 
 def test_llm_meta_policy_asks_the_model_and_keeps_the_tasks_skill_functions():
-    from rl_baseline.llm_policy.meta import LLMMetaPolicy
+    from rl_baseline.baselines.llm_policy.meta import LLMMetaPolicy
 
     inner = ScriptedInner()
     backend = ScriptedBackend(["Skill: descender", "Skill: merchant", "no idea", "Skill: worshipper"])
@@ -411,7 +411,7 @@ def test_small_plan_runs_the_stand_in_on_cpu_and_labels_it(tmp_path):
 
 def test_cost_json_sums_the_tasks_of_a_method(tmp_path):
     from common.atomic_io import atomic_write_json
-    from rl_baseline.llm_policy.cost import update_cost_json
+    from rl_baseline.baselines.llm_policy.cost import update_cost_json
 
     for task, tokens, cpu in (("gnomish_seed2", 100, 36.0), ("buc_seed2", 50, 72.0)):
         atomic_write_json(tmp_path / "eval" / f"{task}.json", {"cost": {

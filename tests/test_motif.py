@@ -615,8 +615,8 @@ def test_staircase_task_succeeds_on_a_live_walk_down_the_stairs():
     """A live game: the hero is put on the down staircase (wizard mode) and walks down; Motif's staircase task
     pays 50 and ends, and the descent message is what the step observes."""
     from common.nethack import actions as A
+    from rl_baseline.baselines.motif_tasks import DESCEND_MESSAGE, MotifTaskReward
     from rl_baseline.envs import make_monk_env
-    from rl_baseline.sf.env import DESCEND_MESSAGE, MotifTaskReward
 
     for root_env, reached in (("NetHackStaircase-v1", True), ("NetHackStaircaseLvl3-v1", False)):
         env = MotifTaskReward(make_monk_env(max_episode_steps=50, wizard=True), root_env)

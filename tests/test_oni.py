@@ -18,10 +18,10 @@ from nle.env.tasks import TASK_ACTIONS
 
 from bench.fixtures import free_port
 from common.nethack.messages import encode_message
-from rl_baseline.envs import oni_env
-from rl_baseline.online.annotator import Annotator, AnnotatorConfig
-from rl_baseline.online.rewards import OnlineReward, OnlineRewardConfig, bag_of_words, cosine
-from rl_baseline.online.store import JsonlTail, LabelStore, MessageSpool, read_stats
+from rl_baseline.baselines.oni import env as oni_env
+from rl_baseline.baselines.oni.annotator import Annotator, AnnotatorConfig
+from rl_baseline.baselines.oni.rewards import OnlineReward, OnlineRewardConfig, bag_of_words, cosine
+from rl_baseline.baselines.oni.store import JsonlTail, LabelStore, MessageSpool, read_stats
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "stand-in"
@@ -34,7 +34,7 @@ def stand_in_server(port: int, mode: str = "normal", log: Path | None = None) ->
         cmd += ["--log", str(log)]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        from rl_baseline.online.service import wait_for_server
+        from rl_baseline.baselines.oni.service import wait_for_server
 
         wait_for_server(f"http://127.0.0.1:{port}/v1", MODEL, timeout_s=30, poll_s=0.1)
         yield proc
@@ -222,8 +222,8 @@ def test_a_damaged_stats_file_writes_no_scalar_it_cannot_read_and_never_stops_tr
 def test_a_damaged_online_network_file_keeps_the_previous_network(tmp_path, caplog):
     import os
 
-    from rl_baseline.online.models import OnlineTrainer
-    from rl_baseline.online.store import CLASSIFIER_FILE, RANKER_FILE
+    from rl_baseline.baselines.oni.models import OnlineTrainer
+    from rl_baseline.baselines.oni.store import CLASSIFIER_FILE, RANKER_FILE
 
     store = tmp_path / "oni"
     store.mkdir()
@@ -318,7 +318,7 @@ def test_ranking_and_goal_answers_are_stored(tmp_path):
     ranked = LabelStore(store / "rank")
     ranked.refresh()
     for _, a, b, y in ranked.pairs:  # the stand-in prefers the message with more progress words
-        from rl_baseline.online.stand_in_server import score
+        from rl_baseline.baselines.oni.stand_in_server import score
 
         assert y == (0 if score(a) > score(b) else 1 if score(b) > score(a) else 2)
     proposed = LabelStore(store / "goals")
@@ -358,7 +358,7 @@ def test_cosine_bow_compares_with_the_goals_proposed_for_the_previous_message(tm
 
 
 def test_the_online_classifier_learns_its_labels():
-    from rl_baseline.online.models import OnlineTrainer
+    from rl_baseline.baselines.oni.models import OnlineTrainer
 
     trainer = OnlineTrainer("classifier", lr=3e-3, batch_size=64, seed=0)
     good = [f"You kill the {m}!" for m in ("newt", "jackal", "rat", "lichen", "gnome", "dwarf")]
@@ -409,7 +409,7 @@ def test_bad_online_flags_are_refused_naming_the_flag(tmp_path, flags, named):
 
 
 def test_training_waits_for_the_server_and_says_what_it_saw(tmp_path, caplog):
-    from rl_baseline.online.service import ServerError, wait_for_server
+    from rl_baseline.baselines.oni.service import ServerError, wait_for_server
 
     port = free_port()
     with stand_in_server(port):

@@ -18,7 +18,7 @@ from orchestration.report import (
     load_eval_result,
     results_table,
 )
-from rl_baseline.sf.evaluate import EpisodeResult, summarize, write_results
+from rl_baseline.evaluation import EpisodeResult, summarize, write_results
 from rlaif.train_reward import METRICS_HEADER
 from scripts import report as report_cli
 

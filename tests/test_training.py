@@ -314,7 +314,7 @@ def test_motif_task_reward_and_continual_variant():
     """Motif's staircase tasks: success is a step that shows "You descend the stairs." and arrives on the
     task's dungeon level (a trapdoor's fall does not count); it pays 50; the Continual variant pays once and
     goes on; the score task keeps the game's reward and reports the in-game score as true_objective."""
-    from rl_baseline.sf.env import DESCEND_MESSAGE, TASK_REWARD, MotifTaskReward
+    from rl_baseline.baselines.motif_tasks import DESCEND_MESSAGE, TASK_REWARD, MotifTaskReward
 
     class Levels(gym.Env):
         def __init__(self, steps):
@@ -372,8 +372,9 @@ def test_motif_env_and_model_run_one_step_in_process():
     from sample_factory.model.actor_critic import create_actor_critic
     from sample_factory.model.model_utils import get_rnn_size
 
+    from rl_baseline.baselines.motif_tasks import MotifTaskReward
     from rl_baseline.sf.cfg import parse_cfg
-    from rl_baseline.sf.env import MotifTaskReward, register_envs
+    from rl_baseline.sf.env import register_envs
 
     cfg = parse_cfg(["--env", "nle_fixed_eat_action", "--root_env", "NetHackStaircaseContinual-v1",
                      "--llm_reward", "0", "--extrinsic_reward", "10.0", "--max_episode_steps", "20", "--device", "cpu"])

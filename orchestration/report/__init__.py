@@ -3,7 +3,7 @@
 Reads, anywhere below a root folder:
 
 * evaluation results ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.json``
-  (written by :mod:`rl_baseline.sf.evaluate`: task, measure, mean, stderr, episodes, and
+  (written by :mod:`rl_baseline.evaluation`: task, measure, mean, stderr, episodes, and
   ``meta_policy_errors``, the exceptions the task's generated meta-policy raised);
 * skill-training summaries: sample-factory's tensorboard event files
   ``{experiment}/.summary/0/events.out.tfevents.*`` and, when there are no event files, the

@@ -1,5 +1,5 @@
 """What each method cost: one row per ``cost.json`` a baseline wrote (``baselines/{name}/cost.json``, by
-:mod:`orchestration.baseline_cost` or :mod:`rl_baseline.llm_policy.cost`), and MaestroMotif's own row
+:mod:`orchestration.baseline_cost` or :mod:`rl_baseline.baselines.llm_policy.cost`), and MaestroMotif's own row
 measured the same way from the pipeline's phase records (:func:`orchestration.baseline_cost.pipeline_cost`)."""
 from __future__ import annotations
 

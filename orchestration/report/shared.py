@@ -38,7 +38,7 @@ def find_inputs(root: str | Path, pattern: str) -> Iterator[Path]:
 
 #: the folder of the baselines' runs: {root}/.../baselines/{name}/ (orchestration.baseline_registry.BASELINES_DIR)
 BASELINES_DIR = "baselines"
-#: what a baseline wrote about its cost (orchestration.baseline_cost, rl_baseline.llm_policy.cost)
+#: what a baseline wrote about its cost (orchestration.baseline_cost, rl_baseline.baselines.llm_policy.cost)
 COST_FILE = "cost.json"
 #: folders of a baseline's run that are layout, not a run's name
 STRUCTURE_FOLDERS = frozenset({"policy", "policies", "skill_policy", "train", "rewards", "eval", "runs"})

@@ -12,6 +12,11 @@ factory never passes observations to the tail, but every caller (the inference w
 :meth:`forward` in one go, the learner head -> core -> tail on one minibatch, with the core's output put
 back in the head's row order) runs the tail on the rows the head just saw. The tail checks the row count
 and refuses a mismatch rather than pairing rows with the wrong skill.
+
+A network variant, not a baseline, so it stays with the networks rather than in the baselines' wing
+(:mod:`rl_baseline.baselines`): it changes only the heads of the method's own actor-critic, keeps its
+encoder, core, observations, skills and rewards, and is chosen by the model factory
+(:func:`rl_baseline.models.cdgpt5.make_cdgpt5_actor_critic`, ``--policy_heads``) as any architecture choice is.
 """
 from __future__ import annotations
 

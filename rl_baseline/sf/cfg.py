@@ -33,7 +33,7 @@ release flag                  here
 Motif's single-reward runs (``--env nle_fixed_eat_action``) take Motif's ``--root_env`` tasks
 (:data:`ROOT_ENVS`) and its episode limit, NLE's default of 5,000 steps, unless
 ``--max_episode_steps`` says otherwise; ``--evaluation True`` on such a run evaluates the
-root environment's task (:mod:`rl_baseline.sf.motif_eval`) unless ``--eval_target`` names a
+root environment's task (:func:`rl_baseline.sf.evaluate.evaluate_root_env`) unless ``--eval_target`` names a
 MaestroMotif task.
 
 Resolution, once per entry point (:func:`resolve_cfg`, :func:`resolve_experiment_cfg`):
@@ -70,7 +70,7 @@ from typing import Any, Optional, Sequence
 
 from common.flag_checks import TRAINING_SIZES, FlagError, at_least, check_training_sizes
 from common.vocabulary import NUM_SKILLS, SKILLS
-from rl_baseline.sf.baseline_flags import (
+from rl_baseline.baselines.flags import (
     add_baseline_args,
     add_llm_meta_policy_args,
     check_baseline_flags,
@@ -80,7 +80,7 @@ from rl_baseline.sf.baseline_flags import (
     task_reward_task,
     training_skill,
 )
-from rl_baseline.sf.flag_types import MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
+from rl_baseline.flag_types import MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
 from rl_baseline.skills import MSG_MAX_KEYS, REWARD_TIMINGS, SKILL_REWARDS
 
 logger = logging.getLogger(__name__)
@@ -563,7 +563,7 @@ def check_meta_policy_flags(cfg: argparse.Namespace) -> None:
     if not getattr(cfg, "meta_llm_backend", None):
         raise ConfigError("--meta_policy llm needs --meta_llm_backend: vllm, openai (with --meta_llm_base_url), hf, "
                           "transformers, replay (with --meta_llm_replay) or stand_in (a rule-based stand-in, no LLM)")
-    from rl_baseline.llm_policy.client import check_backend
+    from rl_baseline.baselines.llm_policy.client import check_backend
 
     try:
         check_backend(meta_llm_settings(cfg), flag_prefix="--meta_llm_")
@@ -572,9 +572,9 @@ def check_meta_policy_flags(cfg: argparse.Namespace) -> None:
 
 
 def meta_llm_settings(cfg: Any) -> Any:
-    """The :class:`rl_baseline.llm_policy.client.LLMSettings` of ``--meta_llm_*``."""
+    """The :class:`rl_baseline.baselines.llm_policy.client.LLMSettings` of ``--meta_llm_*``."""
     from common.llm import CODER_MODEL
-    from rl_baseline.llm_policy.client import LLMSettings
+    from rl_baseline.baselines.llm_policy.client import LLMSettings
 
     cache = getattr(cfg, "meta_llm_cache_dir", None)
     if cache is None:
@@ -811,7 +811,7 @@ def eval_start_depth(cfg: Any) -> int:
 
 def evaluates_root_env(cfg: Any) -> bool:
     """``--evaluation True`` of a Motif run (``--env nle_fixed_eat_action``) without a MaestroMotif task or a
-    forced skill: the success of its ``--root_env`` task (:mod:`rl_baseline.sf.motif_eval`)."""
+    forced skill: the success of its ``--root_env`` task (:func:`rl_baseline.sf.evaluate.evaluate_root_env`)."""
     from common.vocabulary import EVAL_TASKS
 
     return bool(cfg.evaluation) and cfg.env == MOTIF_ENV and cfg.eval_target not in EVAL_TASKS and \
@@ -862,9 +862,9 @@ class SkillEnvConfig:
     # before the coefficient: the clip of the raw game reward is 10 / --reward_scale
     game_reward_clip: Optional[float] = None
     # the hierarchical LLM policy (--meta_policy llm): a language model picks the next skill; the model's
-    # settings (rl_baseline.llm_policy.client.LLMSettings), None for the generated code
+    # settings (rl_baseline.baselines.llm_policy.client.LLMSettings), None for the generated code
     meta_llm: Optional[Any] = None
-    # the paper's baselines (rl_baseline.sf.baseline_flags): the embedding-similarity reward of a task's
+    # the paper's baselines (rl_baseline.baselines.flags): the embedding-similarity reward of a task's
     # description, and a task's success detector as a sparse game reward
     embedding_task: Optional[str] = None
     embedding_model: str = "all-MiniLM-L6-v2"
@@ -918,7 +918,7 @@ def online_goals(cfg: Any) -> tuple[str, ...]:
     description in the skill environment, the goal key's sentence otherwise."""
     if not getattr(cfg, "online_store_dir", None):
         return ()
-    from rl_baseline.online.prompts import goal_text
+    from rl_baseline.baselines.oni.prompts import goal_text
 
     if cfg.env == SKILL_ENV:
         return tuple(goal_text(skill=s) for s in SKILLS[: int(cfg.num_skills)])

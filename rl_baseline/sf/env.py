@@ -4,26 +4,13 @@
 intrinsic reward + skill one-hot observation).
 
 ``nle_fixed_eat_action`` (Motif single-reward runs): the same Monk environment with a
-task reward chosen by ``--root_env``, one skill, one reward model, no meta-policy.
-The root environments, as Motif's ``rl_baseline/tasks_nle.py`` defines them:
+task reward chosen by ``--root_env`` (:class:`rl_baseline.baselines.motif_tasks.MotifTaskReward`, where
+the root environments are described), one skill, one reward model, no meta-policy; ONI's root
+environments are ONI's own (:mod:`rl_baseline.baselines.oni.env`).
 
-* ``NetHackScore-v1``: the in-game score increase with NLE's time penalty (the Monk env's own reward);
-* ``NetHackStaircase-v1``: reward 50 and success when a step shows "You descend the stairs." and
-  the hero arrives on level 2 of its dungeon (NLE's dungeon level, ``blstats[24]``); no time penalty;
-* ``NetHackStaircaseLvl3-v1`` / ``Lvl4``: the same for level 3 / 4;
-* ``NetHackOracle-v1``: reward 50 and success when the Oracle is on a square next to the hero;
-* ``NetHackOracleSober-v1``: as Oracle, but not while the hero hallucinates (a hallucinating hero
-  sees random monsters, which Motif's agents learned to exploit to fake meeting the Oracle);
-* ``NetHackStaircaseContinual-v1``, ``...Lvl3Continual-v1``, ``...Lvl4Continual-v1`` (Motif's
-  intrinsic-only runs): success pays its reward once and the episode goes on until the hero dies
-  (or the step limit).
-
-Success episodes end there (the non-continual tasks), and every step's ``info["true_objective"]``
-is 1.0 once the task was reached (Score: the in-game score), which sample-factory logs per episode
-as ``true_objective``: Motif's success statistic. As Motif's environment does, a "You descend the
-stairs." shown during a step (behind a --More--) stays in that step's observed message, so the
-reward model reads it: the Monk environment keeps it
-(:data:`common.nethack.messages.KEPT_OVER_MORE`).
+Here the method's environment and the baselines' rewards and environments are put together: the
+skill runtime (:mod:`rl_baseline.skills`) and the Monk environment (:mod:`rl_baseline.envs`) come from
+below, each baseline's part from the wing (:mod:`rl_baseline.baselines`), chosen by ``SkillEnvConfig``.
 """
 from __future__ import annotations
 
@@ -34,9 +21,8 @@ import random
 from typing import Any, Optional
 
 import gymnasium as gym
-import numpy as np
 
-from common.nethack import blstats as B
+from rl_baseline.baselines.motif_tasks import MotifTaskReward
 from rl_baseline.sf.cfg import MOTIF_ENV, SKILL_ENV, SkillEnvConfig
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, build_intrinsic_reward
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
@@ -49,79 +35,6 @@ def make_base_env(max_episode_steps: int, **kwargs: Any) -> gym.Env:
     from rl_baseline.envs import make_monk_env
 
     return make_monk_env(max_episode_steps=max_episode_steps, **kwargs)
-
-
-@functools.lru_cache(maxsize=1)
-def _oracle_glyph() -> int:
-    from nle import nethack
-
-    for glyph in range(nethack.GLYPH_MON_OFF, nethack.GLYPH_PET_OFF):
-        if nethack.permonst(nethack.glyph_to_mon(glyph)).mname == "Oracle":
-            return glyph
-    raise RuntimeError("NLE has no Oracle monster glyph")
-
-
-#: NetHack 3.6's message for an ordinary walk down a staircase (what Motif's staircase tasks look for)
-DESCEND_MESSAGE = "You descend the stairs."
-#: reward of reaching a task's goal (Motif's tasks pay 50; ``--extrinsic_reward`` weighs it)
-TASK_REWARD = 50.0
-#: dungeon level of each staircase task's goal
-STAIRCASE_LEVELS = {"Staircase": 2, "StaircaseLvl3": 3, "StaircaseLvl4": 4}
-MOTIF_TASKS = ("Score", "Staircase", "StaircaseLvl3", "StaircaseLvl4", "Oracle", "OracleSober")
-
-
-class MotifTaskReward(gym.Wrapper):
-    """Task reward, termination and success statistic of Motif's root environments (module docstring)."""
-
-    def __init__(self, env: gym.Env, root_env: str) -> None:
-        super().__init__(env)
-        name = root_env.replace("NetHack", "").replace("-v1", "")
-        self.continual = name.endswith("Continual")
-        self.task = name[: -len("Continual")] if self.continual else name
-        if self.task not in MOTIF_TASKS or (self.continual and self.task not in STAIRCASE_LEVELS):
-            raise ValueError(f"unknown root env {root_env!r}")
-        self.achieved = False
-
-    def reset(self, **kwargs: Any):
-        obs, info = self.env.reset(**kwargs)
-        self.achieved = False
-        return obs, info
-
-    @staticmethod
-    def _descended(info: dict) -> bool:
-        messages = info.get("messages")
-        if messages is None:  # an env without the Monk env's info (tests): the step's message
-            messages = [info.get("message", "")]
-        return any(DESCEND_MESSAGE in m for m in messages)
-
-    def _success(self, obs: dict, info: dict) -> bool:
-        if self.task in STAIRCASE_LEVELS:
-            level = int(obs["blstats"][B.BL_DUNGEON_LEVEL])
-            return level == STAIRCASE_LEVELS[self.task] and self._descended(info)
-        x, y = int(obs["blstats"][B.BL_X]), int(obs["blstats"][B.BL_Y])
-        near = obs["glyphs"][max(y - 1, 0) : y + 2, max(x - 1, 0) : x + 2]
-        if not np.any(near == _oracle_glyph()):
-            return False
-        if self.task == "OracleSober":
-            from nle import nethack
-
-            return not (int(obs["blstats"][B.BL_CONDITION]) & nethack.BL_MASK_HALLU)
-        return True
-
-    def step(self, action: Any):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        if self.task == "Score":
-            info["true_objective"] = float(obs["blstats"][B.BL_SCORE])
-            return obs, reward, terminated, truncated, info
-        task_reward = 0.0
-        if not self.achieved and not terminated and self._success(obs, info):
-            self.achieved = True
-            task_reward = TASK_REWARD
-            info["task_success"] = True
-            if not self.continual:
-                terminated = True
-        info["true_objective"] = float(self.achieved)
-        return obs, task_reward, terminated, truncated, info
 
 
 class StartDepth(gym.Wrapper):
@@ -158,7 +71,7 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
     if base_env is not None:
         env = base_env
     elif oni:
-        from rl_baseline.envs.oni_env import make_oni_env
+        from rl_baseline.baselines.oni.env import make_oni_env
 
         env = make_oni_env(config.root_env, config.max_episode_steps)  # the task's reward is the env's own
     elif config.start_depth > 1:
@@ -168,12 +81,12 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
     if config.env == MOTIF_ENV and not oni:
         env = MotifTaskReward(env, config.root_env)
     if config.task_reward is not None:  # the task-reward-plus-score baseline
-        from rl_baseline.tasks.task_reward import TaskSuccessReward
+        from rl_baseline.baselines.task_reward import TaskSuccessReward
 
         env = TaskSuccessReward(env, config.task_reward, config.task_reward_bonus)
     reward: IntrinsicReward
     if config.embedding_task is not None:  # the embedding-similarity baseline
-        from rl_baseline.skills.embedding_reward import EmbeddingReward, EmbeddingRewardConfig
+        from rl_baseline.baselines.embedding_reward import EmbeddingReward, EmbeddingRewardConfig
 
         reward = EmbeddingReward(
             EmbeddingRewardConfig(config.embedding_task, config.embedding_model, config.embedding_threshold),
@@ -181,7 +94,7 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
             extrinsic_coef=config.extrinsic_reward * config.game_reward_scale, msg_max_keys=config.msg_max_keys,
         )
     elif config.online_reward_type is not None:
-        from rl_baseline.online.rewards import OnlineReward, OnlineRewardConfig
+        from rl_baseline.baselines.oni.rewards import OnlineReward, OnlineRewardConfig
 
         reward = OnlineReward(
             OnlineRewardConfig(str(config.online_store_dir), config.online_reward_type, tuple(config.online_goals),
@@ -203,7 +116,7 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
         factory = functools.partial(SingleSkillPolicy, config.forced_skill)
     elif config.task is not None and config.meta_llm is not None:
         # the hierarchical LLM policy: a language model picks the next skill, the task's module the rest
-        from rl_baseline.llm_policy.meta import make_llm_meta_policy
+        from rl_baseline.baselines.llm_policy.meta import make_llm_meta_policy
 
         factory = functools.partial(make_llm_meta_policy, config.task, config.code_seed, config.meta_policy_root,
                                     config.meta_llm)

@@ -31,9 +31,10 @@ a non-zero count is also a warning at the end of the run) and ``per_episode``.
 Writes ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}`` (and a
 ``.gif`` of the first episode with ``--save_video True``).
 
-One module on purpose: the episode loop, the two rule sets' summaries and the
-files they are written to define one JSON format together, which the report, the baselines and the
-tests read; splitting them would spread that format over several files.
+The episode loop, the two rule sets' summaries and the files they are written to are
+:mod:`rl_baseline.evaluation` (no sample-factory, so the LLM policy runs the same loop); this module
+loads the checkpoint, builds the skill environments and adds what only they have (the hierarchical LLM
+policy's questions, the isolated skills' networks, the video).
 
 With ``--skill_policy_dirs`` (the isolated-skills ablation) the policy is one network per skill
 (:mod:`rl_baseline.sf.multi_policy`): the task's policy over skills picks the skill, that skill's
@@ -41,381 +42,40 @@ network acts; the JSON also names each skill's network and checkpoint (``skill_n
 """
 from __future__ import annotations
 
-import csv
 import logging
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
-from rl_baseline.envs.seeding import evaluation_game_seed
-from rl_baseline.sf.cfg import SkillEnvConfig, require_resolved
+from common.vocabulary import TASK_MEASURE, check_eval_target
+from rl_baseline.baselines.llm_policy.client import shared_client
+from rl_baseline.baselines.llm_policy.cost import CostClock, cost_section, update_cost_json
+from rl_baseline.baselines.llm_policy.run import llm_section
+from rl_baseline.baselines.motif_eval import run_root_episodes, summarize_root
+from rl_baseline.envs.seeding import seed_run
+from rl_baseline.evaluation import RunResult, run_evaluation, summarize, write_results
+from rl_baseline.models.render import render_tty_frame
+from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, eval_dir_of, evaluates_root_env, require_resolved
+from rl_baseline.sf.multi_policy import load_skill_policies
+from rl_baseline.sf.policy import load_policy
 
 logger = logging.getLogger(__name__)
-
-@dataclass
-class EpisodeResult:
-    """One finished episode: the project's definitions (success/count/value) and the release's."""
-
-    success: bool
-    count: float
-    value: float
-    length: int
-    skill_share: dict[str, float] = field(default_factory=dict)
-    #: :meth:`rl_baseline.tasks.release_protocol.ReleaseTracker.episode_record` (None: not tracked)
-    release: Optional[dict] = None
-    #: "game" (the game ended), "step_limit", "release" or "project" (that rule said done)
-    ended_by: str = "game"
-
-
-@dataclass
-class RunResult:
-    episodes: list[EpisodeResult]
-    protocol: str
-    num_envs: int
-    env_steps_run: int
-    #: episodes in progress when the step budget ran out (dropped, as in the release)
-    unfinished: int = 0
-    env_step_budget: Optional[int] = None
-    #: exceptions the task's meta-policy raised (each was caught, logged and replaced by a fallback)
-    meta_policy_errors: int = 0
-
-
-def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
-    if len(values) == 0:
-        return math.nan, math.nan
-    arr = np.asarray(values, dtype=np.float64)
-    stderr = float(arr.std(ddof=1) / math.sqrt(len(arr))) if len(arr) > 1 else 0.0
-    return float(arr.mean()), stderr
 
 
 def eval_dir(cfg: Any) -> Path:
     """``--eval_dir``, else ``{train_dir}/{experiment}/eval``."""
-    from rl_baseline.sf.cfg import eval_dir_of
-
     return Path(eval_dir_of(cfg))
 
 
 def _action_names() -> Optional[list[str]]:
     try:
-        from common.nethack.actions import ACTION_NAMES
+        from common.nethack.actions import ACTION_NAMES  # optional: the action names only label the trackers' input
     except ImportError:
         return None
     return list(ACTION_NAMES)
-
-
-# ----------------------------------------------------------------------------- the loop
-
-
-def _skill_share(env: Any, skill_names: Sequence[str]) -> dict[str, float]:
-    stats = getattr(env, "stats", None)
-    if stats is None:
-        return {}
-    cache = getattr(getattr(env, "reward_fn", None), "cache", None)
-    share = stats.summary(tuple(skill_names), getattr(cache, "hit_rate", 0.0))
-    return {s: float(share.get(f"skills/{s}_share", 0.0)) for s in skill_names}
-
-
-def run_evaluation(
-    envs: Sequence[Any],
-    policy: Any,
-    task: str,
-    protocol: str = "release",
-    episodes: int = 100,
-    env_steps: int = 3_000_000,
-    action_names: Optional[Sequence[str]] = None,
-    seed: int = 0,
-    skill_names: Sequence[str] = (),
-    frame_fn: Optional[Callable[[Any], None]] = None,
-    progress: bool = True,
-) -> RunResult:
-    """Steps ``envs`` with ``policy`` (``act(obs_list) -> actions``, ``episode_ended(i)``; a policy with
-    ``takes_active_mask = True`` gets ``act(obs_list, active)``, the games still running) under
-    ``protocol``: "release" runs ``env_steps`` env steps in all, resetting games as their
-    episodes end; "project" runs until ``episodes`` episodes have finished. Both trackers
-    follow every episode; the protocol's own decides when an episode ends. Episode ``k`` plays the
-    game of seed ``seed * 100_003 + k`` (:mod:`rl_baseline.envs.seeding`).
-
-    ``frame_fn(env)`` is called after every step of the first episode of game 0 (video)."""
-    from rl_baseline.tasks.detectors import make_task_tracker
-    from rl_baseline.tasks.release_protocol import PROTOCOLS, make_release_tracker
-
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
-    n = len(envs)
-    budget = int(env_steps) if protocol == "release" else None
-    target = int(episodes) if protocol == "project" else None
-    project = [make_task_tracker(task) for _ in range(n)]
-    release = [make_release_tracker(task) for _ in range(n)]
-
-    def start(i: int, info: dict) -> None:
-        project[i].reset(info)
-        release[i].reset(info)
-
-    obs: list[Any] = []
-    for i, env in enumerate(envs):
-        o, info = env.reset(seed=evaluation_game_seed(seed, i))
-        start(i, info)
-        obs.append(o)
-    lengths = np.zeros(n, dtype=np.int64)
-    active = np.ones(n, dtype=bool)
-    started = n
-    steps_run = 0
-    results: list[EpisodeResult] = []
-    recording = frame_fn is not None
-    bar = tqdm(total=budget if budget is not None else target, desc=f"eval {task} ({protocol})",
-               disable=None if progress else True)
-
-    def out_of_budget() -> bool:
-        return budget is not None and steps_run >= budget
-
-    # a policy that pays per question (the LLM policy) is told which games still run
-    with_mask = bool(getattr(policy, "takes_active_mask", False))
-    while active.any() and not out_of_budget() and (target is None or len(results) < target):
-        actions = policy.act(obs, active.copy()) if with_mask else policy.act(obs)
-        steps_before = steps_run
-        for i, env in enumerate(envs):
-            if not active[i]:
-                continue
-            if out_of_budget():
-                break
-            a = int(actions[i])
-            name = action_names[a] if action_names is not None and 0 <= a < len(action_names) else None
-            o, _, terminated, truncated, info = env.step(a)
-            steps_run += 1
-            lengths[i] += 1
-            pre = getattr(env, "preconds", None)
-            if pre is not None:
-                info["skill_preconditions"] = tuple(bool(p) for p in pre)
-            project[i].update(info, name)
-            release[i].update(info, name)
-            if recording and i == 0:
-                frame_fn(env)
-            ended_by = None
-            if truncated or (terminated and _aborted(info)):
-                ended_by = "step_limit"
-            elif terminated:
-                ended_by = "game"
-            elif protocol == "release" and release[i].done:
-                ended_by = "release"
-            elif protocol == "project" and project[i].done:
-                ended_by = "project"
-            if ended_by is not None:
-                tr = project[i]
-                results.append(EpisodeResult(
-                    success=bool(tr.success), count=float(tr.count), value=float(tr.value),
-                    length=int(lengths[i]), skill_share=_skill_share(env, skill_names),
-                    release=release[i].episode_record(), ended_by=ended_by,
-                ))
-                if target is not None:
-                    bar.update(1)
-                if i == 0:
-                    recording = False
-                lengths[i] = 0
-                policy.episode_ended(i)
-                if target is None or started < target:
-                    o, info = env.reset(seed=evaluation_game_seed(seed, started))
-                    started += 1
-                    start(i, info)
-                else:
-                    active[i] = False
-            obs[i] = o
-        if budget is not None:
-            bar.update(steps_run - steps_before)
-    bar.close()
-    unfinished = int(np.count_nonzero(active & (lengths > 0))) if budget is not None else 0
-    if target is not None:
-        results = results[:target]
-    errors = sum(int(getattr(getattr(env, "meta_policy", None), "num_errors", 0) or 0) for env in envs)
-    return RunResult(episodes=results, protocol=protocol, num_envs=n, env_steps_run=steps_run,
-                     unfinished=unfinished, env_step_budget=budget, meta_policy_errors=errors)
-
-
-def _aborted(info: dict) -> bool:
-    """NLE's end status ABORTED (-1): the step limit ended the episode. The Monk environment reports it as
-    ``terminated`` on the step that reaches ``max_episode_steps`` (it quits the game then), so ``truncated``
-    alone misses it; the forced-skill evaluation reads the status the same way."""
-    status = info.get("end_status")
-    return status is not None and int(status) == -1
-
-
-# ----------------------------------------------------------------------------- summaries
-
-
-def _episode_dict(e: EpisodeResult, in_window: bool) -> dict:
-    return {"success": bool(e.success), "count": e.count, "value": e.value, "length": e.length,
-            "skill_share": e.skill_share, "ended_by": e.ended_by, "release": e.release,
-            "in_window": bool(in_window)}
-
-
-def project_section(task: str, measure: str, episodes: Sequence[EpisodeResult]) -> dict:
-    """The project's definitions over ``episodes``."""
-    per_episode = [float(e.success) if measure == "success" else float(e.count) for e in episodes]
-    mean, stderr = mean_stderr(per_episode)
-    return {
-        "definitions": "rl_baseline.tasks.detectors",
-        "measure": measure,
-        "episodes": len(episodes),
-        "mean": mean,
-        "stderr": stderr,
-        "success_rate": float(np.mean([e.success for e in episodes])) if episodes else math.nan,
-        "mean_count": float(np.mean([e.count for e in episodes])) if episodes else math.nan,
-    }
-
-
-def release_section(task: str, episodes: Sequence[EpisodeResult], stats_avg: int) -> tuple[dict, list[int]]:
-    """The release's statistic over ``episodes`` (in the order they finished); also returns the
-    indices of the episodes whose value is in the metric's window."""
-    from rl_baseline.tasks.release_protocol import RELEASE_RULES, release_window
-
-    rule = RELEASE_RULES[task]
-    records = [e.release for e in episodes if e.release is not None]
-    if len(records) != len(episodes):
-        return {"rule": rule.summary, "metric": rule.metric, "episodes": 0, "mean": math.nan,
-                "stderr": math.nan}, []
-    win = release_window(task, records, stats_avg)
-    mean, stderr = mean_stderr(win.values)
-    last = records[-win.stats_avg:] if records else []
-    section = {
-        "definitions": "rl_baseline.tasks.release_protocol",
-        "rule": rule.summary,
-        "metric": rule.metric,
-        "stats_avg": win.stats_avg,
-        "finished_episodes": win.finished,
-        "episodes": len(win.values),
-        "mean": mean,
-        "stderr": stderr,
-        "reached_rate": win.reached_rate,
-        "reached_episodes": len(win.reached),
-    }
-    if rule.count_key is not None:
-        section["seen_key"] = rule.seen_key
-        section["seen_rate"] = float(np.mean([bool(r[rule.seen_key]) for r in last])) if last else math.nan
-        section["mean_count_all"] = (float(np.mean([r["counts"][rule.count_key] for r in last]))
-                                     if last else math.nan)
-    return section, win.indices
-
-
-def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_names: tuple[str, ...],
-              protocol: str = "project", stats_avg: int = 1000, run: Optional[RunResult] = None) -> dict:
-    """The evaluation summary (the JSON's content, see the module docstring).
-
-    Under "project" the headline is the project's definitions over all episodes; under
-    "release" it is the release's statistic, and the project's definitions are given over the
-    same last ``stats_avg`` finished episodes."""
-    release, window_idx = release_section(task, episodes, stats_avg)
-    in_window = set(window_idx)
-    if protocol == "release":
-        recent = list(episodes[-int(stats_avg):])
-        project = project_section(task, measure, recent)
-        project["over"] = f"the last {len(recent)} finished episodes"
-        head = release
-        success_rate = release.get("reached_rate", math.nan)
-        mean_count = release["mean"] if measure == "count" else math.nan
-        shown = recent
-    else:
-        project = project_section(task, measure, episodes)
-        project["over"] = f"all {len(episodes)} episodes"
-        head = project
-        success_rate, mean_count = project["success_rate"], project["mean_count"]
-        shown = list(episodes)
-    lengths = [e.length for e in shown]
-    shares = {s: float(np.mean([e.skill_share.get(s, 0.0) for e in shown])) if shown else 0.0 for s in skill_names}
-    summary = {
-        "task": task,
-        "measure": measure,
-        "protocol": protocol,
-        "episodes_ended_by": protocol,
-        "episodes": head["episodes"],
-        "mean": head["mean"],
-        "stderr": head["stderr"],
-        "success_rate": success_rate,
-        "mean_count": mean_count,
-        "episode_lengths": lengths,
-        "mean_length": float(np.mean(lengths)) if lengths else math.nan,
-        "skill_time_share": shares,
-        "release": release,
-        "project": project,
-        "per_episode": [_episode_dict(e, i in in_window) for i, e in enumerate(episodes)],
-    }
-    if run is not None:
-        summary["run"] = {
-            "num_envs": run.num_envs,
-            "env_step_budget": run.env_step_budget,
-            "env_steps_run": run.env_steps_run,
-            "finished_episodes": len(run.episodes),
-            "unfinished_episodes": run.unfinished,
-        }
-        summary["meta_policy_errors"] = int(run.meta_policy_errors)
-    return summary
-
-
-def write_results(out_stem: Path, summary: dict, skill_names: tuple[str, ...]) -> list[Path]:
-    """JSON (summary + per-episode), CSV (one row per finished episode, then mean and stderr
-    rows of the project's columns over the headline's episodes), PNG."""
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
-    json_path = out_stem.with_suffix(".json")
-    atomic_write_json(json_path, summary)
-
-    release = summary.get("release") or {}
-    project = summary.get("project") or {}
-    csv_path = out_stem.with_suffix(".csv")
-    header = (["episode", "success", "count", "value", "length"] + [f"share_{s}" for s in skill_names]
-              + ["ended_by", "release_reached", "release_count", "release_seen", "in_window"])
-    with open(csv_path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        for i, e in enumerate(summary["per_episode"]):
-            rel = e.get("release") or {}
-            w.writerow([i, int(e["success"]), e["count"], e["value"], e["length"]]
-                       + [e["skill_share"].get(s, 0.0) for s in skill_names]
-                       + [e.get("ended_by", ""), int(bool(rel.get("reached"))) if rel else "",
-                          "" if rel.get("count") is None else rel.get("count"),
-                          "" if rel.get("seen") is None else int(bool(rel.get("seen"))),
-                          int(bool(e.get("in_window", True)))])
-        lengths = summary["episode_lengths"]
-        measure = summary["measure"]
-        w.writerow(["mean", project.get("success_rate", summary["success_rate"]),
-                    project.get("mean_count", summary["mean_count"]), "", summary["mean_length"]]
-                   + [summary["skill_time_share"][s] for s in skill_names]
-                   + ["", release.get("reached_rate", ""), release.get("mean", "") if measure == "count" else "",
-                      "", ""])
-        p_stderr = project.get("stderr", summary["stderr"])
-        w.writerow(["stderr", p_stderr if measure == "success" else "", p_stderr if measure == "count" else "", "",
-                    mean_stderr([float(x) for x in lengths])[1]] + ["" for _ in skill_names]
-                   + ["", release.get("stderr", "") if measure == "success" else "",
-                      release.get("stderr", "") if measure == "count" else "", "", ""])
-
-    png_path = out_stem.with_suffix(".png")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 3.5))
-    label = "success rate" if summary["measure"] == "success" else "count per episode"
-    bars = [(name, sec) for name, sec in (("release", release), ("project", project)) if sec]
-    if not bars:
-        bars = [("result", {"mean": summary["mean"], "stderr": summary["stderr"]})]
-    names = [f"{n} ({sec.get('episodes', '?')} ep.)" for n, sec in bars]
-    means = [0.0 if not np.isfinite(sec.get("mean", math.nan)) else sec["mean"] for _, sec in bars]
-    errs = [0.0 if not np.isfinite(sec.get("stderr", math.nan)) else sec["stderr"] for _, sec in bars]
-    colours = ["tab:blue" if n.startswith(summary.get("protocol", "")) else "tab:gray" for n in names]
-    ax0.bar(names, means, yerr=errs, capsize=6, color=colours)
-    ax0.set_ylabel(label)
-    ax0.set_title(f"{summary['task']} (episodes ended by {summary.get('episodes_ended_by', 'project')})")
-    ax1.bar(list(skill_names), [summary["skill_time_share"][s] for s in skill_names], color="tab:orange")
-    ax1.set_ylabel("share of episode steps")
-    ax1.set_title("skill time share")
-    ax1.tick_params(axis="x", rotation=30)
-    fig.tight_layout()
-    fig.savefig(png_path)
-    plt.close(fig)
-    return [json_path, csv_path, png_path]
 
 
 class _LLMEpisodes:
@@ -440,10 +100,6 @@ class _LLMEpisodes:
             self.finished.append(meta.take_episode_stats().as_dict())
 
     def add_to(self, summary: dict, cfg: Any, run: RunResult, training_env_steps: int) -> None:
-        from rl_baseline.llm_policy.client import shared_client
-        from rl_baseline.llm_policy.cost import cost_section
-        from rl_baseline.llm_policy.run import llm_section
-
         metas = [getattr(env, "meta_policy", None) for env in self.envs]
         parse_errors = sum(int(getattr(m, "parse_errors", 0)) for m in metas)
         invalid = sum(int(getattr(m, "invalid_choices", 0)) for m in metas)
@@ -466,7 +122,7 @@ class _LLMEpisodes:
 
 
 def _save_gif(frames: list[np.ndarray], path: Path) -> None:
-    from PIL import Image
+    from PIL import Image  # the video only (--save_video True)
 
     images = [Image.fromarray(f) for f in frames]
     if images:
@@ -479,10 +135,10 @@ def _save_gif(frames: list[np.ndarray], path: Path) -> None:
 def evaluate(cfg: Any) -> dict:
     """Runs the evaluation described in the module docstring on a finished configuration
     (:func:`rl_baseline.sf.cfg.resolve_cfg`); returns the summary dict."""
-    from common.vocabulary import TASK_MEASURE, check_eval_target
-    from rl_baseline.envs.seeding import seed_run
-    from rl_baseline.sf.env import build_skill_env, register_envs
-    from rl_baseline.sf.policy import load_policy
+    from rl_baseline.sf.env import (  # torch (the reward models): only when an evaluation runs
+        build_skill_env,
+        register_envs,
+    )
 
     require_resolved(cfg, "evaluation")
     task = check_eval_target(cfg.eval_target)
@@ -496,16 +152,12 @@ def evaluate(cfg: Any) -> dict:
         n_envs = max(1, min(int(cfg.eval_num_envs), int(cfg.eval_episodes)))
     env_cfg = SkillEnvConfig.from_cfg(cfg)
     if env_cfg.meta_llm is not None:
-        from rl_baseline.llm_policy.client import shared_client
-
         # the model the environments will ask: reached (or loaded) before anything else, so a server that
         # does not answer stops the run here, named, with nothing written
         shared_client(env_cfg.meta_llm)
     envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
     skill_names = envs[0].skill_names
     if getattr(cfg, "skill_policy_list", None):  # the isolated-skills ablation: one network per skill
-        from rl_baseline.sf.multi_policy import load_skill_policies
-
         loaded = load_skill_policies(cfg, envs[0].observation_space, envs[0].action_space)
     else:
         loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
@@ -518,16 +170,12 @@ def evaluate(cfg: Any) -> dict:
     policy = loaded.acting(n_envs, bool(cfg.eval_deterministic_actions))
     llm_run = None
     if env_cfg.meta_llm is not None:
-        from rl_baseline.llm_policy.cost import CostClock
-
         # the hierarchical LLM policy: count each episode's questions as it ends
         llm_run = _LLMEpisodes(policy, envs, env_cfg.meta_llm, CostClock().start())
         policy = llm_run
     frames: list[np.ndarray] = []
     frame_fn = None
     if cfg.save_video:
-        from rl_baseline.models.render import render_tty_frame
-
         def frame_fn(env: Any) -> None:
             raw = env.last_obs
             frames.append(np.asarray(render_tty_frame(raw["tty_chars"], raw["tty_colors"])).copy())
@@ -556,8 +204,6 @@ def evaluate(cfg: Any) -> dict:
     stem = eval_dir(cfg) / f"{task}_seed{cfg.code_seed}"
     paths = write_results(stem, summary, skill_names)
     if llm_run is not None:
-        from rl_baseline.llm_policy.cost import update_cost_json
-
         update_cost_json(eval_dir(cfg).parent, summary["method"])
         llm = summary["llm"]
         logger.info("%s: %d LLM calls (%d from the cache), %d tokens (%s), %d parse failures, %d choices of a skill "
@@ -584,4 +230,41 @@ def evaluate(cfg: Any) -> dict:
         logger.warning("the %s meta-policy raised %d exception(s) during this evaluation (each replaced by its "
                        "fallback; the first ones are logged above with their tracebacks): its results are not "
                        "those of the generated code alone", task, run.meta_policy_errors)
+    return summary
+
+
+def evaluate_root_env(cfg: Any) -> dict:
+    """``scripts.main --evaluation True`` on a Motif run (a finished configuration): see
+    :mod:`rl_baseline.baselines.motif_eval`, which has the episode loop and the summary."""
+    from rl_baseline.sf.env import (  # torch (the reward models): only when an evaluation runs
+        build_skill_env,
+        register_envs,
+    )
+
+    require_resolved(cfg, "root-environment evaluation")
+    if not evaluates_root_env(cfg):
+        raise ConfigError("root-environment evaluation is for --evaluation True of an nle_fixed_eat_action run")
+    register_envs()
+    seed_run(int(cfg.seed or 0))
+    protocol = cfg.eval_protocol
+    n_envs = int(cfg.eval_num_envs) if protocol == "release" else max(1, min(int(cfg.eval_num_envs),
+                                                                             int(cfg.eval_episodes)))
+    env_cfg = SkillEnvConfig.from_cfg(cfg)
+    envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
+    try:
+        loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
+        logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games", loaded.checkpoint, loaded.env_steps,
+                    cfg.root_env, protocol, n_envs)
+        run = run_root_episodes(envs, loaded.acting(n_envs, bool(cfg.eval_deterministic_actions)), protocol,
+                                int(cfg.eval_episodes), int(cfg.eval_env_steps), seed=int(cfg.seed or 0))
+    finally:
+        for env in envs:
+            env.close()
+    summary = summarize_root(cfg.root_env, run, protocol, int(cfg.eval_stats_avg))
+    summary.update(experiment=cfg.experiment, checkpoint=str(loaded.checkpoint), env_steps=loaded.env_steps,
+                   max_episode_steps=int(cfg.max_episode_steps))
+    path = atomic_write_json(eval_dir(cfg) / f"{cfg.root_env}.json", summary)
+    logger.info("%s: %s %.3f (stderr %.3f) over %d episodes (success rate %.3f, mean score %.1f); wrote %s",
+                cfg.root_env, summary["measure"], summary["mean"], summary["stderr"], summary["episodes"],
+                summary["success_rate"], summary["mean_score"], path)
     return summary

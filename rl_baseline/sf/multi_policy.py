@@ -10,6 +10,9 @@ Recurrent state: each network keeps one state per game. When a game switches to 
 network starts from a zero state, as it did at the start of every one of its training episodes (a skill
 call begins afresh); while a skill stays active its network carries its state from step to step. The
 networks of inactive skills are not stepped.
+
+A baseline's part that stays in ``sf`` rather than in the wing (:mod:`rl_baseline.baselines`): it loads
+sample-factory checkpoints through :mod:`rl_baseline.sf.policy`, and the wing sits below ``sf``.
 """
 from __future__ import annotations
 
@@ -19,6 +22,9 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
+
+from rl_baseline.sf.cfg import resolve_experiment_cfg
+from rl_baseline.sf.policy import load_policy
 
 logger = logging.getLogger(__name__)
 
@@ -80,9 +86,6 @@ class LoadedSkillPolicies:
 def load_skill_policies(cfg: Any, observation_space: Any, action_space: Any) -> LoadedSkillPolicies:
     """Each folder of ``cfg.skill_policy_list`` (in skill order) loaded with its own saved configuration, on
     this command's device and ``--load_checkpoint_kind``."""
-    from rl_baseline.sf.cfg import resolve_experiment_cfg
-    from rl_baseline.sf.policy import load_policy
-
     loaded = []
     for d in cfg.skill_policy_list:
         sub = resolve_experiment_cfg(d, ["--eval_target", cfg.eval_target, "--device", cfg.device,

@@ -26,6 +26,8 @@ from tqdm import tqdm
 
 from common.nethack.actions import ACTION_NAMES
 from common.vocabulary import SKILLS
+from rl_baseline.collect.config import ExplorerConfig
+from rl_baseline.collect.explorer import ExplorerPolicy
 from rl_baseline.envs.seeding import evaluation_game_seed
 from rl_baseline.sf.cfg import SkillEnvConfig
 from rl_baseline.sf.env import build_skill_env
@@ -67,8 +69,6 @@ def play_trace(config: SkillEnvConfig, episodes: int, seed: int, show_progress: 
                policy: str = "explorer") -> TraceResult:
     """Plays ``episodes`` seeded episodes with ``config``'s skill environment; ``policy``: the explorer's
     actions or random ones (:data:`TRACE_POLICIES`)."""
-    from rl_baseline.collect.config import ExplorerConfig
-    from rl_baseline.collect.explorer import ExplorerPolicy
 
     if policy not in TRACE_POLICIES:
         raise ValueError(f"policy must be one of {TRACE_POLICIES}, got {policy!r}")

@@ -26,8 +26,11 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
-from rl_baseline.envs.seeding import evaluation_game_seed
+from common.nethack.actions import ACTION_NAMES
+from rl_baseline.envs.seeding import evaluation_game_seed, seed_run
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, forced_skill, require_resolved
+from rl_baseline.sf.evaluate import eval_dir
+from rl_baseline.sf.policy import UniformRandomPolicy, load_policy
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
 
 logger = logging.getLogger(__name__)
@@ -154,8 +157,6 @@ def _finished(env: Any, skill: str, length: int, ended_by: str, start_depth: int
 
 
 def _action_names(n: int) -> list[str]:
-    from common.nethack.actions import ACTION_NAMES
-
     return list(ACTION_NAMES) if len(ACTION_NAMES) == n else [str(i) for i in range(n)]
 
 
@@ -227,9 +228,10 @@ def skill_env_config(cfg: Any) -> SkillEnvConfig:
 def evaluate_skill_with(cfg: Any, policy_kind: str, episodes: int, num_envs: int, seed: int = 0,
                         progress: bool = True, init_seed: int = 0) -> tuple[SkillEvalResult, dict]:
     """One policy (``trained``, ``untrained`` or ``random``) held on ``cfg.eval_skill``."""
-    from rl_baseline.envs.seeding import seed_run
-    from rl_baseline.sf.env import build_skill_env, register_envs
-    from rl_baseline.sf.policy import UniformRandomPolicy, load_policy
+    from rl_baseline.sf.env import (  # torch (the reward models): only when an evaluation runs
+        build_skill_env,
+        register_envs,
+    )
 
     if policy_kind not in POLICY_KINDS:
         raise ValueError(f"policy kind {policy_kind!r}: expected one of {', '.join(POLICY_KINDS)}")
@@ -271,8 +273,6 @@ def format_measure(stat: dict) -> str:
 def evaluate_skill(cfg: Any) -> dict:
     """``scripts.main --evaluation True --eval_skill S``: the trained policy held on one skill (a
     finished configuration, :func:`rl_baseline.sf.cfg.resolve_cfg`)."""
-    from rl_baseline.sf.evaluate import eval_dir
-
     skill = forced_skill(cfg)
     result, info = evaluate_skill_with(cfg, "trained", int(cfg.eval_episodes), int(cfg.eval_num_envs),
                                        seed=int(cfg.seed or 0))

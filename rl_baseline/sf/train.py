@@ -13,7 +13,7 @@ This is ``sample_factory.train.run_rl`` with two observers attached to the runne
   torch's safe loader, resume from the newest readable checkpoint (:func:`check_resume`
   says which before workers start, or stops with the files named);
 * with an online reward type (ONI), an annotator process labels the agent's messages with an
-  LLM server during training (:func:`start_online_annotation`, :mod:`rl_baseline.online`) and
+  LLM server during training (:func:`start_online_annotation`, :mod:`rl_baseline.baselines.oni`) and
   :class:`OnlineStatsObserver` logs its statistics under ``oni/...``;
 * :class:`SkillStatsObserver` writes per-skill means of the episode statistics
   (``skills/...``, ``intrinsic/...`` and ``measures/...`` keys of ``episode_extra_stats``)
@@ -123,7 +123,7 @@ class OnlineStatsObserver(_observer_base()):  # type: ignore[misc]
         self.warned_dead = False
 
     def extra_summaries(self, runner: Any, policy_id: int, writer: Any, env_steps: Any) -> None:
-        from rl_baseline.online.store import read_stats
+        from rl_baseline.baselines.oni.store import read_stats
 
         if isinstance(writer, (int, np.integer)):
             writer, env_steps = env_steps, writer
@@ -148,7 +148,7 @@ class OnlineStatsObserver(_observer_base()):  # type: ignore[misc]
 
 def log_online_summary(store_dir: str) -> None:
     """The annotator's final statistics, in one line of the training log."""
-    from rl_baseline.online.store import read_stats
+    from rl_baseline.baselines.oni.store import read_stats
 
     stats = read_stats(store_dir) or {}
     logger.info("online annotation: %s labels (%s this run), %s outage(s) over %s s, %s malformed answer(s), "
@@ -159,9 +159,9 @@ def log_online_summary(store_dir: str) -> None:
 
 def start_online_annotation(cfg: Any) -> Any:
     """Waits for the LLM server (:class:`ConfigError` when it does not come), then starts the
-    annotator process of ``--llm_reward_type`` (:mod:`rl_baseline.online`)."""
-    from rl_baseline.online.annotator import AnnotatorConfig
-    from rl_baseline.online.service import AnnotatorProcess, ServerError, server_url, wait_for_server
+    annotator process of ``--llm_reward_type`` (:mod:`rl_baseline.baselines.oni`)."""
+    from rl_baseline.baselines.oni.annotator import AnnotatorConfig
+    from rl_baseline.baselines.oni.service import AnnotatorProcess, ServerError, server_url, wait_for_server
     from rl_baseline.sf.cfg import ConfigError, online_goals
 
     url = server_url(cfg.llm_server_addr, cfg.llm_server_port)

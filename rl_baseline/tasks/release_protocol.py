@@ -5,7 +5,7 @@ This module states what the MaestroMotif release measures when it is started wit
 reports. :mod:`rl_baseline.tasks.detectors` keeps the project's own success definitions
 ("project": the Oracle seen for Delphi, town features for Minetown, identifying offers for
 price, altar flashes for BUC, interaction episodes played to the end); evaluation computes
-both on every episode (:mod:`rl_baseline.sf.evaluate`).
+both on every episode (:mod:`rl_baseline.evaluation`).
 
 What the release does (read from its ``rl_baseline/monk_tasks_nle.py``,
 ``rl_baseline/obs_wrappers.py``, ``sample_factory/algorithms/appo/{appo,learner,

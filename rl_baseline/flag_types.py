@@ -1,7 +1,8 @@
 """What the flags of scripts.main (:mod:`rl_baseline.sf.cfg`) and of the paper's baselines
-(:mod:`rl_baseline.sf.baseline_flags`) share: the error a flag check raises, the list-flag reader and the
-environment and meta-policy names the checks compare against. Below both, so that cfg can import the
-baselines' flags and those can name these without an import circle.
+(:mod:`rl_baseline.baselines.flags`) share: the error a flag check raises, the list-flag reader and the
+environment and meta-policy names the checks compare against. Below both (at the top of rl_baseline,
+under sf and the baselines' wing), so that cfg can import the baselines' flags and those can name these
+without an import circle.
 """
 from __future__ import annotations
 

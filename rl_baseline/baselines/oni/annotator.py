@@ -1,6 +1,6 @@
 """The asynchronous annotator: new messages from the environments in, LLM labels out, on disk.
 
-One process per training run (started by :func:`rl_baseline.online.service.start_annotator`),
+One process per training run (started by :func:`rl_baseline.baselines.oni.service.start_annotator`),
 looping over rounds:
 
 1. read the spool lines the environments appended (:mod:`.store`): a message not labelled yet
@@ -34,8 +34,15 @@ import numpy as np
 
 from common.atomic_io import atomic_write_json
 from common.llm import Backend, BackendError, make_backend
-from rl_baseline.online import prompts
-from rl_baseline.online.store import CLASSIFIER_FILE, RANKER_FILE, STATS_FILE, JsonlTail, LabelStore, spool_records
+from rl_baseline.baselines.oni import prompts
+from rl_baseline.baselines.oni.store import (
+    CLASSIFIER_FILE,
+    RANKER_FILE,
+    STATS_FILE,
+    JsonlTail,
+    LabelStore,
+    spool_records,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +135,7 @@ class Annotator:
         self.last_stats = 0.0
         self.trainer = None
         if config.reward_type in ("online_cls_reward_model", "online_motif"):
-            from rl_baseline.online.models import OnlineTrainer
+            from rl_baseline.baselines.oni.models import OnlineTrainer
 
             kind = "classifier" if config.reward_type == "online_cls_reward_model" else "ranker"
             self.trainer = OnlineTrainer(kind, config.reward_model_lr, config.reward_model_batch_size, config.seed)

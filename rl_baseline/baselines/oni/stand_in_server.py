@@ -6,14 +6,14 @@ not a language model's judgement (every reply says so in the server's log line a
     python -m scripts.serve_stand_in_llm --port 9001 --model stand-in [--mode normal|garbage] [--delay 0.0]
 
 It serves ``GET /v1/models`` and ``POST /v1/chat/completions``. Answers (``normal`` mode), read off the
-last user prompt of the project's online prompts (rl_baseline/online/prompts.py):
+last user prompt of the project's online prompts (rl_baseline/baselines/oni/prompts.py):
 
 * classification: ``<label> FOO </label>`` when the message mentions gold, a kill, experience or
   going down (a stand-in for a judge's taste), else ``<label> BAR </label>``;
 * ranking: ``Answer: 1`` / ``Answer: 2`` for the message with more of those words, ``none`` on a tie;
 * goals: two goal lines;
-* the LLM baselines' next-action and next-skill questions (rl_baseline/llm_policy/prompts.py): the
-  rules of :mod:`rl_baseline.llm_policy.stand_in`.
+* the LLM baselines' next-action and next-skill questions (rl_baseline/baselines/llm_policy/prompts.py): the
+  rules of :mod:`rl_baseline.baselines.llm_policy.stand_in`.
 
 Every reply carries a ``usage`` with the stand-in's own token counts (whitespace-separated words of
 the request's messages and of the reply; not a tokenizer's), so clients read ``usage`` as they do
@@ -31,7 +31,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from rl_baseline.llm_policy.stand_in import answer as policy_answer
+from rl_baseline.baselines.llm_policy.stand_in import answer as policy_answer
 
 WORDS = ("gold", "kill", "experience", "descend", "down")
 _QUOTED = re.compile(r'\{"(.*)"\}', re.S)

@@ -13,7 +13,7 @@ import multiprocessing as mp
 import time
 from typing import Any, Callable, Optional
 
-from rl_baseline.online.annotator import AnnotatorConfig, run_annotator
+from rl_baseline.baselines.oni.annotator import AnnotatorConfig, run_annotator
 
 logger = logging.getLogger(__name__)
 

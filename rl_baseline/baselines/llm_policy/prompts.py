@@ -3,7 +3,7 @@
 Two questions are asked:
 
 * **the next action** (LLM policy): the task, the action list, the observation as text
-  (:mod:`rl_baseline.llm_policy.render`) and the last few steps; the reply ends with
+  (:mod:`rl_baseline.baselines.llm_policy.render`) and the last few steps; the reply ends with
   ``Action: <name>``. Two prompt kinds:
 
   - ``zero_shot``: the task's goal in one or two sentences (:data:`common.vocabulary.TASK_GOALS`), nothing
@@ -19,8 +19,8 @@ Two questions are asked:
   knowledge as ``equivalent``, the skill that ended, the skills that may start now and the
   hero's state; the reply ends with ``Skill: <name>``.
 
-The answer lines are what :mod:`rl_baseline.llm_policy.parse` reads and what the rule-based
-stand-in (:mod:`rl_baseline.llm_policy.stand_in`) recognises a prompt by.
+The answer lines are what :mod:`rl_baseline.baselines.llm_policy.parse` reads and what the rule-based
+stand-in (:mod:`rl_baseline.baselines.llm_policy.stand_in`) recognises a prompt by.
 """
 from __future__ import annotations
 

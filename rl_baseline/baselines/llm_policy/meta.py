@@ -10,7 +10,7 @@ changes:
   them, and its state hooks still receive every ``update_state``;
 * ``next_skill`` -- called at every skill termination, and at the start of an episode
   (``initial_skill`` is None, so the runtime asks) -- asks the language model instead of the
-  module's ``perform_task``. The prompt (:func:`rl_baseline.llm_policy.prompts.skill_conversation`)
+  module's ``perform_task``. The prompt (:func:`rl_baseline.baselines.llm_policy.prompts.skill_conversation`)
   holds MaestroMotif's prior knowledge of the task, the skill that ended, the skills whose start
   condition holds now and the hero's state.
 
@@ -25,10 +25,11 @@ import logging
 from typing import Any, Mapping, Optional, Sequence
 
 from common.vocabulary import SKILLS
-from rl_baseline.llm_policy.client import EpisodeLLMStats, LLMClient, LLMSettings, shared_client
-from rl_baseline.llm_policy.parse import parse_skill
-from rl_baseline.llm_policy.prompts import skill_conversation
-from rl_baseline.llm_policy.render import DUNGEON_NAMES, HUNGER_NAMES
+from rl_baseline.baselines.llm_policy.client import EpisodeLLMStats, LLMClient, LLMSettings, shared_client
+from rl_baseline.baselines.llm_policy.parse import parse_skill
+from rl_baseline.baselines.llm_policy.prompts import skill_conversation
+from rl_baseline.baselines.llm_policy.render import DUNGEON_NAMES, HUNGER_NAMES
+from rl_baseline.skills.meta_policy import load
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +134,5 @@ class LLMMetaPolicy:
 
 def make_llm_meta_policy(task: str, seed: int, root: Optional[str], settings: LLMSettings) -> LLMMetaPolicy:
     """The factory the skill environment calls: the task's guarded module for its skill functions,
-    the process-wide client for the model (:func:`rl_baseline.llm_policy.client.shared_client`)."""
-    from rl_baseline.skills.meta_policy import load
-
+    the process-wide client for the model (:func:`rl_baseline.baselines.llm_policy.client.shared_client`)."""
     return LLMMetaPolicy(load(task, seed, root), shared_client(settings), task)

@@ -1,8 +1,8 @@
 """A RULE-BASED STAND-IN for the language model of the LLM baselines: a few rules, no model.
 
 CPU smoke runs and tests need the LLM baselines to run end to end where no language model can be
-loaded. These rules read the very prompts a model would read (:mod:`rl_baseline.llm_policy.prompts`;
-the observation lines of :mod:`rl_baseline.llm_policy.render`) and answer in the same format
+loaded. These rules read the very prompts a model would read (:mod:`rl_baseline.baselines.llm_policy.prompts`;
+the observation lines of :mod:`rl_baseline.baselines.llm_policy.render`) and answer in the same format
 (``Action: <name>`` / ``Skill: <name>``), so prompting, parsing, caching and counting run exactly
 as with a model. Every reply starts with "Rule-based stand-in (no language model)", and results
 made with it are labelled so. Its numbers say nothing about what a language model would do.
@@ -20,7 +20,7 @@ for ``levelupsell``); after any other skill the discoverer.
 
 :class:`StandInBackend` is registered as the ``stand_in`` backend of :mod:`common.llm`;
 :func:`answer` serves the same rules to the HTTP stand-in server
-(:mod:`rl_baseline.online.stand_in_server`).
+(:mod:`rl_baseline.baselines.oni.stand_in_server`).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import re
 from typing import Any, Optional, Sequence
 
 from common.llm import Backend, BackendError, Conversation, register_backend
-from rl_baseline.llm_policy.prompts import ACTION_REQUEST, SKILL_REQUEST
+from rl_baseline.baselines.llm_policy.prompts import ACTION_REQUEST, SKILL_REQUEST
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ class StandInBackend(Backend):
             text = answer(users[-1] if users else "")
             if text is None:
                 raise BackendError("the stand_in backend answers only the LLM baselines' action and next-skill "
-                                   "prompts (rl_baseline.llm_policy.prompts)")
+                                   "prompts (rl_baseline.baselines.llm_policy.prompts)")
             out.append(text)
         return out
 

@@ -19,11 +19,12 @@ Per episode: ``success`` (the task was reached; the statistic of every task but 
 the intrinsic reward, the length, the deepest level and what ended it (``success``, ``game``:
 death, ``step_limit``).
 
-Writes ``{train_dir}/{experiment}/eval/{root_env}.json``.
+Writes ``{train_dir}/{experiment}/eval/{root_env}.json``: the episode loop and the summary are here, the
+entry point that loads the checkpoint and builds the environments is
+:func:`rl_baseline.sf.evaluate.evaluate_root_env`.
 """
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
@@ -31,12 +32,8 @@ from typing import Any, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from common.atomic_io import atomic_write_json
 from common.nethack import blstats as B
 from rl_baseline.envs.seeding import evaluation_game_seed
-from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, evaluates_root_env, require_resolved
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -161,39 +158,3 @@ def summarize_root(root_env: str, run: RootRun, protocol: str, stats_avg: int) -
                 "env_steps_run": run.env_steps_run},
         "per_episode": [asdict(e) for e in run.episodes],
     }
-
-
-def evaluate_root_env(cfg: Any) -> dict:
-    """``scripts.main --evaluation True`` on a Motif run (a finished configuration): see the module docstring."""
-    from rl_baseline.envs.seeding import seed_run
-    from rl_baseline.sf.env import build_skill_env, register_envs
-    from rl_baseline.sf.evaluate import eval_dir
-    from rl_baseline.sf.policy import load_policy
-
-    require_resolved(cfg, "root-environment evaluation")
-    if not evaluates_root_env(cfg):
-        raise ConfigError("root-environment evaluation is for --evaluation True of an nle_fixed_eat_action run")
-    register_envs()
-    seed_run(int(cfg.seed or 0))
-    protocol = cfg.eval_protocol
-    n_envs = int(cfg.eval_num_envs) if protocol == "release" else max(1, min(int(cfg.eval_num_envs),
-                                                                             int(cfg.eval_episodes)))
-    env_cfg = SkillEnvConfig.from_cfg(cfg)
-    envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
-    try:
-        loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
-        logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games", loaded.checkpoint, loaded.env_steps,
-                    cfg.root_env, protocol, n_envs)
-        run = run_root_episodes(envs, loaded.acting(n_envs, bool(cfg.eval_deterministic_actions)), protocol,
-                                int(cfg.eval_episodes), int(cfg.eval_env_steps), seed=int(cfg.seed or 0))
-    finally:
-        for env in envs:
-            env.close()
-    summary = summarize_root(cfg.root_env, run, protocol, int(cfg.eval_stats_avg))
-    summary.update(experiment=cfg.experiment, checkpoint=str(loaded.checkpoint), env_steps=loaded.env_steps,
-                   max_episode_steps=int(cfg.max_episode_steps))
-    path = atomic_write_json(eval_dir(cfg) / f"{cfg.root_env}.json", summary)
-    logger.info("%s: %s %.3f (stderr %.3f) over %d episodes (success rate %.3f, mean score %.1f); wrote %s",
-                cfg.root_env, summary["measure"], summary["mean"], summary["stderr"], summary["episodes"],
-                summary["success_rate"], summary["mean_score"], path)
-    return summary

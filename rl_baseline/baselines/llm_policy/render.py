@@ -16,7 +16,7 @@ fresh level costs a few hundred characters. The relative positions of staircases
 items and creatures are spelled out because language models are poor at counting columns in ASCII
 art; the compass words are the action names of :mod:`common.nethack.actions`, so a feature
 "3 east" is reached with the action ``east``. Pure numpy; the stand-in rules
-(:mod:`rl_baseline.llm_policy.stand_in`) read these lines back, so their wording is a contract
+(:mod:`rl_baseline.baselines.llm_policy.stand_in`) read these lines back, so their wording is a contract
 pinned by ``tests/test_llm_policy.py``.
 """
 from __future__ import annotations

@@ -2,14 +2,14 @@
 
 :func:`evaluate_llm_policy` builds ``num_envs`` Monk environments (NetHackScoreMonk-v1 with the
 paper's character, options, actions and macros; no skills, no reward model), lets
-:class:`rl_baseline.llm_policy.agent.LLMActionPolicy` act in them through
-:func:`rl_baseline.sf.evaluate.run_evaluation` and writes, through
-:func:`rl_baseline.sf.evaluate.summarize` and :func:`~rl_baseline.sf.evaluate.write_results`,
+:class:`rl_baseline.baselines.llm_policy.agent.LLMActionPolicy` act in them through
+:func:`rl_baseline.evaluation.run_evaluation` and writes, through
+:func:`rl_baseline.evaluation.summarize` and :func:`~rl_baseline.evaluation.write_results`,
 ``{out_dir}/eval/{task}_seed{seed}.{json,csv,png}`` -- the summary ``scripts.main --evaluation True``
 writes (``mean``, ``stderr``, ``episodes``, ``protocol``, ``release``, ``project``, ``run``,
 ``per_episode``) with, in addition, ``method``, ``label``, ``llm`` (calls, cache hits, tokens, parse
 failures, how tokens were counted), ``llm`` per episode, and ``cost``
-(:mod:`rl_baseline.llm_policy.cost`); then ``{out_dir}/cost.json`` is brought up to date.
+(:mod:`rl_baseline.baselines.llm_policy.cost`); then ``{out_dir}/cost.json`` is brought up to date.
 
 Every episode's dungeon is seeded from ``seed`` (:class:`LLMGame`), so a rerun of the same command
 plays the same games (and is answered from the reply cache). The per-episode step cap is the
@@ -25,11 +25,12 @@ from typing import Any, Optional
 import gymnasium as gym
 
 from common.vocabulary import TASK_MEASURE, check_eval_target
-from rl_baseline.llm_policy.agent import STEP_MESSAGES_KEY, LLMActionPolicy
-from rl_baseline.llm_policy.client import ClientStats, LLMClient, LLMSettings
-from rl_baseline.llm_policy.cost import CostClock, cost_section, update_cost_json
-from rl_baseline.llm_policy.prompts import PROMPT_KINDS
-from rl_baseline.llm_policy.render import RenderConfig
+from rl_baseline.baselines.llm_policy.agent import STEP_MESSAGES_KEY, LLMActionPolicy
+from rl_baseline.baselines.llm_policy.client import ClientStats, LLMClient, LLMSettings
+from rl_baseline.baselines.llm_policy.cost import CostClock, cost_section, update_cost_json
+from rl_baseline.baselines.llm_policy.prompts import PROMPT_KINDS
+from rl_baseline.baselines.llm_policy.render import RenderConfig
+from rl_baseline.evaluation import run_evaluation, summarize, write_results
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,6 @@ def evaluate_llm_policy(cfg: LLMPolicyConfig, client: Optional[LLMClient] = None
     work raises :class:`common.llm.BackendError` with nothing written."""
     from common.nethack.actions import ACTION_NAMES
     from rl_baseline.envs import make_monk_env
-    from rl_baseline.sf.evaluate import run_evaluation, summarize, write_results
 
     cfg.check()
     clock = CostClock().start()

@@ -14,7 +14,7 @@ message coming from the annotator's files:
   (``--eps_threshold_quantile``, -0.5 by default as in ONI), else 0.
 
 Every ``refresh_s`` seconds the process reads the labels appended since, reloads a network
-whose file changed, and writes out the messages it met (:class:`~rl_baseline.online.store.MessageSpool`):
+whose file changed, and writes out the messages it met (:class:`~rl_baseline.baselines.oni.store.MessageSpool`):
 for the label types each new unlabelled message once, for ranking the counts of every tenth
 step's message every 30 seconds, so the spool files stay small over long runs.
 """
@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from rl_baseline.online.store import CLASSIFIER_FILE, RANKER_FILE, LabelStore, MessageSpool
+from rl_baseline.baselines.oni.store import CLASSIFIER_FILE, RANKER_FILE, LabelStore, MessageSpool
 from rl_baseline.skills import MSG_MAX_KEYS
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
 
@@ -123,7 +123,7 @@ class OnlineReward(IntrinsicReward):
             except FileNotFoundError:
                 return
             if mtime != self._model_mtime and mtime != self._failed_mtime:
-                from rl_baseline.online.models import load_online_model
+                from rl_baseline.baselines.oni.models import load_online_model
 
                 kind = "classifier" if self.kind == "online_cls_reward_model" else "ranker"
                 try:
@@ -184,7 +184,7 @@ class OnlineReward(IntrinsicReward):
             return 0.0
         import torch
 
-        from rl_baseline.online.models import encode_messages
+        from rl_baseline.baselines.oni.models import encode_messages
 
         with torch.no_grad():
             codes = encode_messages([text])
