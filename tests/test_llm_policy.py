@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -43,8 +44,22 @@ def stand_in_server(log: Path, mode: str = "normal") -> Iterator[str]:
         wait_for_server(f"http://127.0.0.1:{port}/v1", MODEL, timeout_s=30, poll_s=0.1)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
+        _wait_until_log_settles(log)  # the server logs a request just after its reply: let that land first
         proc.kill()
         proc.wait()
+
+
+def _wait_until_log_settles(log: Path, quiet_s: float = 0.3, timeout_s: float = 5.0) -> None:
+    """Until the server's log has not grown for ``quiet_s`` (at most ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    size, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now = log.stat().st_size if log.exists() else 0
+        if now != size:
+            size, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.05)
 
 
 def requests_in(log: Path) -> list[dict]:
