@@ -1093,8 +1093,13 @@ def test_progress_run_trains_without_reward_models_and_gets_its_own_report_colum
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     progress_dir = tmp / "skill_policy" / "progress"
     assert json.loads((progress_dir / "config.json").read_text())["skill_reward"] == "progress"
-    stats = json.loads((progress_dir / "skill_stats.json").read_text())["means"]
-    assert stats["intrinsic/discoverer_return"] > 0  # map cells revealed while discovering
+    # map cells revealed while discovering: some logged window of episodes earned them (the last few episodes
+    # alone, which skill_stats.json averages, can all be short ones that revealed nothing)
+    from orchestration.report import read_tensorboard_scalars
+
+    returns = read_tensorboard_scalars(progress_dir, ("intrinsic/",))
+    series = [values for tag, (_, values) in returns.items() if tag.startswith("intrinsic/discoverer_return")]
+    assert series and max(max(v) for v in series) > 0, returns.keys()
     policy_dir = tmp / "skill_policy" / "e2e"
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "scripts.skill_report", "--policy_dir", str(policy_dir), "--episodes", "2",
