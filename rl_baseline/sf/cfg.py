@@ -62,14 +62,18 @@ command line to the finished configuration the phases receive.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from code_generation.loader import module_path
 from common.flag_checks import TRAINING_SIZES, FlagError, at_least, check_training_sizes
-from common.vocabulary import NUM_SKILLS, SKILLS
+from common.llm import CODER_MODEL, BackendError
+from common.vocabulary import ALL_TASKS, EVAL_TASKS, NUM_SKILLS, SKILLS
 from rl_baseline.baselines.flags import (
     add_baseline_args,
     add_llm_meta_policy_args,
@@ -80,8 +84,11 @@ from rl_baseline.baselines.flags import (
     task_reward_task,
     training_skill,
 )
+from rl_baseline.baselines.llm_policy.client import LLMSettings, check_backend
+from rl_baseline.baselines.oni.prompts import goal_text
 from rl_baseline.flag_types import MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
 from rl_baseline.skills import MSG_MAX_KEYS, REWARD_TIMINGS, SKILL_REWARDS
+from rl_baseline.skills.meta_policy import load as load_meta_policy
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +168,7 @@ PAPER_DEFAULTS: dict[str, Any] = dict(
 
 def add_maestro_args(p: argparse.ArgumentParser) -> None:
     """Flags of the release's ``scripts.main`` that sample-factory does not have."""
-    from sample_factory.utils.utils import str2bool
+    from sample_factory.utils.utils import str2bool  # sample-factory: --help stays light without it
 
     g = p.add_argument_group("MaestroMotif")
     g.add_argument("--reward_dir", type=str, default="[]",
@@ -323,7 +330,7 @@ def _translate_argv(argv: Sequence[str]) -> list[str]:
 
 def _default_device() -> str:
     try:
-        import torch
+        import torch  # torch: only when a GPU device is asked for
 
         return "gpu" if torch.cuda.is_available() else "cpu"
     except Exception:  # pragma: no cover - torch is a hard dependency
@@ -361,7 +368,7 @@ def parse_quantiles(value: Any, num_skills: int) -> list[float]:
 
 
 def _parse_command_line(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
+    from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args  # sample-factory: --help stays light
 
     raw = list(sys.argv[1:] if argv is None else argv)
     argv = _translate_argv(raw)
@@ -392,7 +399,6 @@ SAVED_BEFORE_FLAG: dict[str, Any] = {"encoder_arch": "project"}
 
 def _keep_saved_meanings(merged: Any, path: str) -> None:
     """Sets the :data:`SAVED_BEFORE_FLAG` keys that the saved ``config.json`` at ``path`` does not hold."""
-    import json
 
     with open(path, encoding="utf-8") as fh:
         saved = json.load(fh)
@@ -406,7 +412,7 @@ def _with_saved_experiment(cfg: argparse.Namespace, required: bool,
     """The saved ``{train_dir}/{experiment}/config.json`` (or ``{config_dir}/config.json``) with this command's
     flags on top (as sample-factory's own loaders do); an evaluation's flags (:data:`EVAL_FLAGS`) always come
     from this command. Without a saved experiment: ``cfg`` itself, or :class:`ConfigError` if ``required``."""
-    from sample_factory.cfg.arguments import load_from_checkpoint
+    from sample_factory.cfg.arguments import load_from_checkpoint  # sample-factory: --help stays light
 
     # sample-factory's own cfg_file() creates the experiment folder: a mistyped command must not
     path = os.path.join(config_dir or os.path.join(cfg.train_dir, cfg.experiment), "config.json")
@@ -491,7 +497,7 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
 
 def check_eval_args(cfg: Any) -> None:
     """The evaluation flags; :class:`ConfigError` (exit status 2) naming the flag."""
-    from rl_baseline.tasks.release_protocol import PROTOCOLS
+    from rl_baseline.tasks.release_protocol import PROTOCOLS  # imports NLE
 
     protocol = getattr(cfg, "eval_protocol", "release")
     if protocol not in PROTOCOLS:
@@ -518,14 +524,13 @@ def check_eval_args(cfg: Any) -> None:
 def check_command_line(cfg: argparse.Namespace) -> None:
     """What this command's own flags get wrong, reported before a saved experiment is read: names
     of skills, tasks and environments, and (evaluating) the evaluation flags."""
-    from common.vocabulary import ALL_TASKS
 
     if cfg.env not in (SKILL_ENV, MOTIF_ENV):
         raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
     if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
         raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
     if getattr(cfg, "reward_encoder", None) is not None:
-        from rlaif.reward_arch import arch_of_reward_encoder
+        from rlaif.reward_arch import arch_of_reward_encoder  # imports torch
 
         try:
             arch_of_reward_encoder(cfg.reward_encoder)
@@ -546,8 +551,6 @@ def check_command_line(cfg: argparse.Namespace) -> None:
 def check_meta_policy_flags(cfg: argparse.Namespace) -> None:
     """``--meta_policy llm`` (the hierarchical LLM policy): an evaluation of the skill environment on a task,
     with a backend that can work here (checked without loading a model); :class:`ConfigError` naming the flag."""
-    from common.llm import BackendError
-    from common.vocabulary import EVAL_TASKS
 
     if getattr(cfg, "meta_policy", "code") != "llm":
         return
@@ -563,7 +566,6 @@ def check_meta_policy_flags(cfg: argparse.Namespace) -> None:
     if not getattr(cfg, "meta_llm_backend", None):
         raise ConfigError("--meta_policy llm needs --meta_llm_backend: vllm, openai (with --meta_llm_base_url), hf, "
                           "transformers, replay (with --meta_llm_replay) or stand_in (a rule-based stand-in, no LLM)")
-    from rl_baseline.baselines.llm_policy.client import check_backend
 
     try:
         check_backend(meta_llm_settings(cfg), flag_prefix="--meta_llm_")
@@ -573,8 +575,6 @@ def check_meta_policy_flags(cfg: argparse.Namespace) -> None:
 
 def meta_llm_settings(cfg: Any) -> Any:
     """The :class:`rl_baseline.baselines.llm_policy.client.LLMSettings` of ``--meta_llm_*``."""
-    from common.llm import CODER_MODEL
-    from rl_baseline.baselines.llm_policy.client import LLMSettings
 
     cache = getattr(cfg, "meta_llm_cache_dir", None)
     if cache is None:
@@ -594,8 +594,10 @@ def eval_dir_of(cfg: Any) -> str:
 
 def check_flags(cfg: argparse.Namespace) -> None:
     """Flag values and combinations that cannot work; :class:`ConfigError` naming the flag."""
-    from common.vocabulary import ALL_TASKS, EVAL_TASKS
-    from rl_baseline.skills.intrinsic_reward import RewardConfigError, check_msg_max_keys
+    from rl_baseline.skills.intrinsic_reward import (  # numpy and the reward runtime: not for --help
+        RewardConfigError,
+        check_msg_max_keys,
+    )
 
     if cfg.env not in (SKILL_ENV, MOTIF_ENV):
         raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
@@ -661,7 +663,7 @@ def check_flags(cfg: argparse.Namespace) -> None:
 def check_files(cfg: Any) -> list[float]:
     """The files the run reads, before any worker starts: every reward model loads and has its
     quantile, the meta-policy module passes the code check. Returns the per-skill thresholds."""
-    from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models
+    from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models  # loads torch models
 
     thresholds: list[float] = []
     check_skill_policies(cfg)
@@ -703,7 +705,7 @@ def check_files(cfg: Any) -> list[float]:
                                "scored between it and 0 are rewarded negatively (check the annotator's label shares "
                                "and the skill's intrinsic/*_nonzero_frac)", d, q, thresholds[-1])
         if getattr(cfg, "reward_encoder", None) is not None:
-            from rlaif.reward_arch import arch_of_reward_encoder
+            from rlaif.reward_arch import arch_of_reward_encoder  # imports torch
 
             want = arch_of_reward_encoder(cfg.reward_encoder)
             for d, model in zip(cfg.reward_dirs, models):
@@ -714,12 +716,10 @@ def check_files(cfg: Any) -> list[float]:
                                       f"python -m scripts.train_reward --reward_encoder {cfg.reward_encoder}, or drop "
                                       "--reward_encoder")
     if uses_meta_policy(cfg):
-        from code_generation.loader import module_path
-        from rl_baseline.skills.meta_policy import load
 
         task = meta_policy_task(cfg)
         try:
-            policy = load(task, cfg.code_seed, root=cfg.meta_policy_root)
+            policy = load_meta_policy(task, cfg.code_seed, root=cfg.meta_policy_root)
             # a start as an episode's: a module that cannot even start (a file cut short that still
             # parses, say) is refused here rather than replaced by the fallback skill all run long
             policy.next_skill(policy.initial_skill, 1, 0, False, False)
@@ -763,7 +763,6 @@ def resolve_experiment_cfg(policy_dir: str | os.PathLike, overrides: Sequence[st
     """The finished configuration of the experiment saved in ``policy_dir`` (``{train_dir}/{experiment}``),
     ``overrides`` (e.g. ``["--eval_skill", "descender"]``) on top; ``evaluation`` False gives the
     training environment. :class:`ConfigError` names the folder when it holds no experiment."""
-    from pathlib import Path
 
     policy_dir = Path(policy_dir)
     if not (policy_dir / "config.json").is_file():
@@ -812,7 +811,6 @@ def eval_start_depth(cfg: Any) -> int:
 def evaluates_root_env(cfg: Any) -> bool:
     """``--evaluation True`` of a Motif run (``--env nle_fixed_eat_action``) without a MaestroMotif task or a
     forced skill: the success of its ``--root_env`` task (:func:`rl_baseline.sf.evaluate.evaluate_root_env`)."""
-    from common.vocabulary import EVAL_TASKS
 
     return bool(cfg.evaluation) and cfg.env == MOTIF_ENV and cfg.eval_target not in EVAL_TASKS and \
         forced_skill(cfg) is None
@@ -918,7 +916,6 @@ def online_goals(cfg: Any) -> tuple[str, ...]:
     description in the skill environment, the goal key's sentence otherwise."""
     if not getattr(cfg, "online_store_dir", None):
         return ()
-    from rl_baseline.baselines.oni.prompts import goal_text
 
     if cfg.env == SKILL_ENV:
         return tuple(goal_text(skill=s) for s in SKILLS[: int(cfg.num_skills)])
