@@ -33,7 +33,11 @@ from typing import Any, Optional
 import numpy as np
 
 from common.atomic_io import atomic_write_json
-from rl_baseline.sf.cfg import require_resolved
+from rl_baseline.baselines.oni.annotator import AnnotatorConfig
+from rl_baseline.baselines.oni.service import AnnotatorProcess, ServerError, server_url, wait_for_server
+from rl_baseline.baselines.oni.store import read_stats
+from rl_baseline.sf.cfg import ConfigError, online_goals, require_resolved
+from rl_baseline.sf.checkpoints import CheckpointError, checkpoint_dir, list_checkpoints, load_newest
 from rl_baseline.sf.wandb_run import finish_wandb, remember_run, start_wandb
 
 logger = logging.getLogger(__name__)
@@ -43,7 +47,7 @@ STAT_PREFIXES = ("skills/", "intrinsic/", "measures/")
 
 
 def _observer_base() -> type:
-    from sample_factory.algo.runners.runner import AlgoObserver
+    from sample_factory.algo.runners.runner import AlgoObserver  # sample-factory: only when a run starts
 
     return AlgoObserver
 
@@ -123,8 +127,6 @@ class OnlineStatsObserver(_observer_base()):  # type: ignore[misc]
         self.warned_dead = False
 
     def extra_summaries(self, runner: Any, policy_id: int, writer: Any, env_steps: Any) -> None:
-        from rl_baseline.baselines.oni.store import read_stats
-
         if isinstance(writer, (int, np.integer)):
             writer, env_steps = env_steps, writer
         if policy_id != 0:
@@ -148,7 +150,6 @@ class OnlineStatsObserver(_observer_base()):  # type: ignore[misc]
 
 def log_online_summary(store_dir: str) -> None:
     """The annotator's final statistics, in one line of the training log."""
-    from rl_baseline.baselines.oni.store import read_stats
 
     stats = read_stats(store_dir) or {}
     logger.info("online annotation: %s labels (%s this run), %s outage(s) over %s s, %s malformed answer(s), "
@@ -160,10 +161,6 @@ def log_online_summary(store_dir: str) -> None:
 def start_online_annotation(cfg: Any) -> Any:
     """Waits for the LLM server (:class:`ConfigError` when it does not come), then starts the
     annotator process of ``--llm_reward_type`` (:mod:`rl_baseline.baselines.oni`)."""
-    from rl_baseline.baselines.oni.annotator import AnnotatorConfig
-    from rl_baseline.baselines.oni.service import AnnotatorProcess, ServerError, server_url, wait_for_server
-    from rl_baseline.sf.cfg import ConfigError, online_goals
-
     url = server_url(cfg.llm_server_addr, cfg.llm_server_port)
     try:
         wait_for_server(url, cfg.llm_model, float(cfg.llm_server_wait_s))
@@ -199,7 +196,6 @@ class ProcessWatchdog(_observer_base()):  # type: ignore[misc]
     remaining components have not stopped ``grace`` seconds later, the runner's event loop
     is stopped directly so that the main process can exit.
     """
-
     def __init__(self, interval: float = 2.0, grace: float = 30.0) -> None:
         self.interval = float(interval)
         self.grace = float(grace)
@@ -211,7 +207,7 @@ class ProcessWatchdog(_observer_base()):  # type: ignore[misc]
     def on_start(self, runner: Any) -> None:
         if not _runner_processes(runner):
             return  # serial mode: errors surface in this process
-        from signal_slot.signal_slot import EventLoopObject, Timer
+        from signal_slot.signal_slot import EventLoopObject, Timer  # sample-factory's event loop: only in a run
 
         class _Poll(EventLoopObject):  # signal-slot connects signals to methods of loop objects only
             def poll(poll_self) -> None:
@@ -222,7 +218,7 @@ class ProcessWatchdog(_observer_base()):  # type: ignore[misc]
         self._timer.timeout.connect(self._poll.poll)
 
     def check(self, runner: Any) -> None:
-        from sample_factory.algo.utils.misc import ExperimentStatus
+        from sample_factory.algo.utils.misc import ExperimentStatus  # sample-factory: only in a run
 
         if self.failed_at is not None:
             if time.time() - self.failed_at > self.grace:
@@ -263,9 +259,8 @@ def probe_env(cfg: Any) -> None:
     sample-factory probes the environment in a child process and waits for its answer
     without a timeout, so an environment that cannot be built would hang the run there.
     """
-    from sample_factory.envs.create_env import create_env
+    from sample_factory.envs.create_env import create_env  # sample-factory: only in a run
 
-    from rl_baseline.sf.cfg import ConfigError
 
     try:
         env = create_env(cfg.env, cfg=cfg, env_config=None)
@@ -286,9 +281,6 @@ def check_resume(cfg: Any) -> None:
     (sample-factory would otherwise train from step 0 without a word); see
     :mod:`rl_baseline.sf.checkpoints`.
     """
-    from rl_baseline.sf.cfg import ConfigError
-    from rl_baseline.sf.checkpoints import CheckpointError, checkpoint_dir, load_newest
-
     if cfg.restart_behavior != "resume":
         return
     ckpt_dir = checkpoint_dir(cfg.train_dir, cfg.experiment)
@@ -309,11 +301,11 @@ def _without_sf_wandb(cfg: Any) -> Any:
 def train(cfg: Any) -> int:
     """Runs sample-factory training on a finished configuration (:func:`rl_baseline.sf.cfg.resolve_cfg`);
     returns its status code."""
-    from sample_factory.algo.utils.misc import ExperimentStatus
-    from sample_factory.utils.utils import experiment_dir
+    from sample_factory.algo.utils.misc import ExperimentStatus  # sample-factory: only in a run
+    from sample_factory.utils.utils import experiment_dir  # sample-factory: only in a run
 
-    from rl_baseline.sf.env import register_envs
-    from rl_baseline.sf.learner import MaestroParallelRunner, MaestroSerialRunner
+    from rl_baseline.sf.env import register_envs  # the env builders import NLE and torch
+    from rl_baseline.sf.learner import MaestroParallelRunner, MaestroSerialRunner  # sample-factory's runners
 
     require_resolved(cfg, "training")
     check_resume(cfg)
@@ -342,7 +334,6 @@ def train(cfg: Any) -> int:
         status = ExperimentStatus.FAILURE
     if status != ExperimentStatus.SUCCESS:
         _terminate_children(runner)
-        from rl_baseline.sf.checkpoints import list_checkpoints
 
         saved = list_checkpoints(Path(experiment_dir(cfg=cfg)) / "checkpoint_p0")
         logger.error("training ended with status %s (%s)%s; newest checkpoint: %s; the same command resumes from it",
