@@ -87,16 +87,21 @@ def tensor_parallel_size_for(config: dict[str, Any], at_least: float) -> int:
     return size
 
 
+def check_gpu_count(gpu_bytes: Sequence[int], num_gpus: int) -> None:
+    """:class:`ModelMemoryError` when no GPU, or fewer than ``num_gpus``, are visible."""
+    if not gpu_bytes:
+        raise ModelMemoryError("no CUDA GPU is visible")
+    if num_gpus > len(gpu_bytes):
+        raise ModelMemoryError(f"--num_gpus {num_gpus} but only {len(gpu_bytes)} GPU(s) are visible")
+
+
 def check_fits(model: str, config: dict[str, Any], gpu_bytes: Sequence[int], num_gpus: int,
                gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION, dtype: Optional[str] = None,
                quantization: Optional[str] = None) -> WeightEstimate:
     """Raises :class:`ModelMemoryError` when the weights split over ``num_gpus`` of the cards in
     ``gpu_bytes`` (each card's total memory) take more than ``1 - KV_CACHE_RESERVE`` of the share vLLM may
     use; returns the estimate otherwise."""
-    if not gpu_bytes:
-        raise ModelMemoryError("no CUDA GPU is visible")
-    if num_gpus > len(gpu_bytes):
-        raise ModelMemoryError(f"--num_gpus {num_gpus} but only {len(gpu_bytes)} GPU(s) are visible")
+    check_gpu_count(gpu_bytes, num_gpus)
     est = estimate_weights(config, dtype, quantization)
     smallest = min(gpu_bytes[:num_gpus])
     budget = smallest * gpu_memory_utilization * (1 - KV_CACHE_RESERVE)
@@ -158,8 +163,7 @@ def preflight(model: str, num_gpus: int, gpu_memory_utilization: Optional[float]
     """:func:`check_fits` on the model's config and the visible GPUs; None (with a warning) when the
     config cannot be read or is not a Llama-style decoder."""
     gpus = list(gpu_bytes) if gpu_bytes is not None else visible_gpu_bytes()
-    if num_gpus > len(gpus):
-        raise ModelMemoryError(f"--num_gpus {num_gpus} but only {len(gpus)} GPU(s) are visible")
+    check_gpu_count(gpus, num_gpus)  # also when the config cannot be read
     config = read_model_config(model)
     if config is None:
         logger.warning("%s: no config.json found locally; cannot check that the weights fit the GPUs", model)

@@ -33,7 +33,8 @@ logger = logging.getLogger(__package__)
 MAESTROMOTIF = "MaestroMotif"
 STAND_IN_ANNOTATOR = "skill rewards from the heuristic stand-in annotator (rules, not an LLM)"
 #: the label of a pipeline run annotated by a language model (``--annotator smollm2``: the model's name)
-LLM_ANNOTATOR = "skill rewards from labels by the language model {model}"
+LLM_ANNOTATOR_PREFIX = "skill rewards from labels by the language model "
+LLM_ANNOTATOR = LLM_ANNOTATOR_PREFIX + "{model}"
 
 
 @dataclass
@@ -165,7 +166,8 @@ def column_label(results: Sequence[EvalResult]) -> str:
     first = results[0]
     if first.method == MAESTROMOTIF:
         stand_in = any("stand-in" in r.label for r in results)
-        llm = next((r.label.rsplit(" ", 1)[-1] for r in results if r.label.startswith(LLM_ANNOTATOR[:30])), None)
+        llm = next((r.label[len(LLM_ANNOTATOR_PREFIX):] for r in results if r.label.startswith(LLM_ANNOTATOR_PREFIX)),
+                   None)
         return f"MaestroMotif ({first.experiment}{', stand-in' if stand_in else ''}{', ' + llm if llm else ''})"
     title = baseline_title(first.method)
     if first.variant:

@@ -241,12 +241,12 @@ def window_table(runs: Sequence[TrainingRun], window: int = DEFAULT_WINDOW) -> O
     run has curves."""
     rows = []
     for run in runs:
-        lengths = [run.get(tag)[0] for _, tag in window_rows(run)]
-        spans = [s[-1] - s[0] for s in lengths if len(s) > 1]
+        stats = window_rows(run)
+        spans = [steps[-1] - steps[0] for steps in (run.get(tag)[0] for _, tag in stats) if len(steps) > 1]
         if not spans:
             continue
         used = min(window, max(1, max(spans) // 4))
-        for label, tag in window_rows(run):
+        for label, tag in stats:
             first, n_first, last, n_last = window_means(run.get(tag), used)
             if n_first == 0 and n_last == 0:
                 continue
