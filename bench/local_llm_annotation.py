@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from common.atomic_io import atomic_write_json
-from rlaif.annotate import AnnotationConfig, annotate_chunk, label_agreement
+from rlaif.annotate import AnnotationConfig, annotate_chunk
 from rlaif.dataset import ObservationDataset, load_dataset, save_dataset
-from rlaif.preferences import FIRST, SECOND, load_preferences
+from rlaif.label_comparison import compare_labels
+from rlaif.preferences import load_preferences
+from rlaif.prompts import ANSWER_MODES
 
 REPO = Path(__file__).resolve().parents[1]
 _LABELS = ("first", "second", "tie", "unknown")
@@ -82,22 +84,6 @@ def _annotate(root: Path, dataset_dir: str, skill: str, backend: str, **kw: Any)
             "labels": None if labels is None else labels.tolist(), "log": str(root / "logs")}
 
 
-def _shares(labels: np.ndarray) -> dict[str, float]:
-    counts = np.bincount(labels, minlength=4)
-    return {name: float(c) / max(1, len(labels)) for name, c in zip(_LABELS, counts)}
-
-
-def _descent_picks(labels: np.ndarray, depth_change: np.ndarray) -> dict[str, float]:
-    """On pairs where exactly one sample went down a level: the share labelled for that sample."""
-    first_down, second_down = depth_change[0::2] > 0, depth_change[1::2] > 0
-    one = first_down ^ second_down
-    n = int(one.sum())
-    if n == 0:
-        return {"pairs": 0, "picked_descent": float("nan")}
-    picked = (first_down & (labels == FIRST)) | (second_down & (labels == SECOND))
-    return {"pairs": n, "picked_descent": float(picked[one].sum()) / n}
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset_dir", required=True, help="folder of {skill}.npz datasets (scripts.collect_dataset)")
@@ -106,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="smollm2-135m", help="named local model or .gguf path (default: %(default)s)")
     p.add_argument("--concurrency", default="1,2", help="server concurrencies to time (default: %(default)s)")
     p.add_argument("--max_tokens", type=int, default=256, help="reply cap in tokens (default: %(default)s)")
+    p.add_argument("--answer_mode", default="release", choices=ANSWER_MODES,
+                   help="how the answer is asked (scripts.annotate_pairs --answer_mode; default: %(default)s)")
     p.add_argument("--no_in_process", action="store_true", help="time the server only")
     p.add_argument("--out", default=None, help="write the results as JSON here")
     args = p.parse_args(argv)
@@ -113,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     skills = [s for s in args.skills.split(",") if s]
     work = Path(tempfile.mkdtemp(prefix="local_llm_annotation_"))
     results: dict[str, Any] = {"model": args.model, "num_pairs": args.num_pairs, "max_tokens": args.max_tokens,
-                               "configurations": {}, "skills": {}}
-    common = {"model": args.model, "max_tokens": args.max_tokens, "temperature": 0.1, "seed": 0}
+                               "answer_mode": args.answer_mode, "configurations": {}, "skills": {}}
+    common = {"model": args.model, "max_tokens": args.max_tokens, "temperature": 0.1, "seed": 0,
+              "answer_mode": args.answer_mode}
     server, url = _start_server(args.model, 8192, work / "server.log")
     try:
         for skill in skills:
@@ -130,32 +119,28 @@ def main(argv: list[str] | None = None) -> int:
                     concurrency=c, batch_size=max(16, c), **common)
             stand_in = _annotate(work / skill / "heuristic", data_dir, skill, "heuristic")
             first = next(iter(runs.values()))
-            llm, rules = np.asarray(first["labels"]), np.asarray(stand_in["labels"])
-            depth_change = sub.stats[:, 1, 0] - sub.stats[:, 0, 0]
-            results["skills"][skill] = {
-                "shares_llm": _shares(llm), "shares_stand_in": _shares(rules),
-                "agreement_with_stand_in": label_agreement(llm, rules),
-                "descent_llm": _descent_picks(llm, depth_change), "descent_stand_in": _descent_picks(rules, depth_change),
-            }
+            results["skills"][skill] = compare_labels(sub, np.asarray(first["labels"]),
+                                                      np.asarray(stand_in["labels"])).as_dict()
             for name, run in runs.items():
                 results["configurations"].setdefault(name, []).append(
                     {k: v for k, v in run.items() if k != "labels"} | {"skill": skill})
     finally:
         server.terminate()
         server.wait(timeout=30)
-    print(f"{args.model}, {args.num_pairs} pairs per skill, replies capped at {args.max_tokens} tokens")
+    print(f"{args.model}, {args.num_pairs} pairs per skill, replies capped at {args.max_tokens} tokens, "
+          f"answer mode {args.answer_mode}")
     print("| configuration | skill | pairs/s | asked again | unusable after the retry |\n|---|---|---|---|---|")
     for name, rows in results["configurations"].items():
         for r in rows:
             print(f"| {name} | {r['skill']} | {r['pairs_per_s']:.3f} | {r['retried']} of {r['pairs']} | "
                   f"{r['unusable_after_retry']} ({100 * r['unusable_after_retry'] / max(1, r['pairs']):.0f}%) |")
-    print("| skill | shares (first/second/tie/unknown), LLM | stand-in | agreement | picks the descent: LLM, "
-          "stand-in (pairs) |\n|---|---|---|---|---|")
+    print("| skill | shares (first/second/tie/unknown), LLM | stand-in | agreement | first among choices: LLM, "
+          "stand-in | picks the descent: LLM, stand-in (pairs) |\n|---|---|---|---|---|---|")
     for skill, s in results["skills"].items():
         fmt = lambda d: "/".join(f"{100 * d[k]:.0f}%" for k in _LABELS)  # noqa: E731
-        print(f"| {skill} | {fmt(s['shares_llm'])} | {fmt(s['shares_stand_in'])} | {s['agreement_with_stand_in']} | "
-              f"{s['descent_llm']['picked_descent']:.2f}, {s['descent_stand_in']['picked_descent']:.2f} "
-              f"({s['descent_llm']['pairs']}) |")
+        print(f"| {skill} | {fmt(s['shares_a'])} | {fmt(s['shares_b'])} | {s['agreement']} | "
+              f"{s['first_share_a']:.2f}, {s['first_share_b']:.2f} | "
+              f"{s['descents_a']['picked']:.2f}, {s['descents_b']['picked']:.2f} ({s['descents_a']['pairs']}) |")
     if args.out:
         atomic_write_json(args.out, results)
         print(f"wrote {args.out}; conversation logs under {work}")

@@ -29,6 +29,13 @@ Backends:
 * ``stand_in``: a rule-based stand-in for the LLM policies' action and next-skill prompts,
   registered by :mod:`rl_baseline.baselines.llm_policy` (not a language model either).
 
+Replies restricted to fixed lines: :meth:`Backend.complete_choice` makes the reply exactly one of a few
+strings (e.g. ``Answer: 1`` / ``Answer: 2`` / ``Answer: none``) by constrained decoding: ``llamacpp`` with a
+GBNF grammar (:func:`choice_grammar`); ``openai`` by sending that grammar as ``grammar`` (llama.cpp's server)
+and the list as ``structured_outputs.choice`` (vLLM's server), each server reading its own field. The other
+backends refuse with a :class:`BackendError` naming the ones that can. A small model that never ends its
+reply in the asked form (SmolLM2-135M) still gives usable labels this way; the paper's annotator needs none.
+
 Token usage: :meth:`Backend.complete` returns :class:`Completion` objects, the reply with the
 prompt and completion token counts where the backend knows them exactly (``openai``: the server's
 ``usage``; ``hf``: the endpoint's ``usage``; ``vllm`` and ``transformers``: the tokenizer's counts;
@@ -70,6 +77,8 @@ logger = logging.getLogger(__name__)
 Conversation = list[dict[str, str]]
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
+#: the backends that can restrict a reply to fixed choices (:meth:`Backend.complete_choice`)
+CHOICE_BACKENDS: tuple[str, ...] = ("llamacpp", "openai")
 BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "llamacpp", "heuristic", "random", "replay")
 #: The paper's annotator (Llama 3.1 70B Instruct) and code generator (Llama 3.1 405B Instruct), as
 #: Hugging Face names them.
@@ -134,6 +143,14 @@ class Backend:
         """The replies with their token counts; backends that know the counts override this
         (the default reports none, so every backend keeps working)."""
         return [Completion(text) for text in self.generate(conversations)]
+
+    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str]) -> list[Completion]:
+        """Replies each of which is exactly one of ``choices`` (constrained decoding); backends that
+        can constrain their decoding override this."""
+        raise BackendError(
+            f"{self.describe()} cannot restrict a reply to fixed choices; use --backend llamacpp, or --backend "
+            "openai against llama.cpp's server (scripts.serve_local_llm) or vLLM's"
+        )
 
     def chat(self, messages: Conversation) -> str:
         """The reply to one conversation."""
@@ -263,6 +280,13 @@ def chat_completions_url(base_url: str) -> str:
     return url + "/v1/chat/completions"
 
 
+def choice_grammar(choices: Sequence[str]) -> str:
+    """A GBNF grammar (llama.cpp's) whose only sentences are ``choices``."""
+    if not choices:
+        raise BackendError("no choices to restrict the reply to")
+    return "root ::= " + " | ".join(json.dumps(str(c)) for c in choices)
+
+
 class OpenAIBackend(Backend):
     """Any OpenAI-compatible chat completions server, requests in a thread pool."""
 
@@ -328,11 +352,18 @@ class OpenAIBackend(Backend):
             payload["seed"] = s.seed
         return payload
 
-    def _one_completion(self, conv: Conversation) -> Completion:
+    def _constrained_payload(self, conv: Conversation, choices: Sequence[str]) -> dict[str, Any]:
+        """The request of a reply restricted to ``choices``: each server reads its own field and ignores the
+        other's (llama.cpp's server a GBNF grammar, vLLM's a list)."""
+        return {**self._payload(conv), "grammar": choice_grammar(choices),
+                "structured_outputs": {"choice": list(choices)}}
+
+    def _one_completion(self, conv: Conversation, choices: Sequence[str] | None = None) -> Completion:
         requests = self._requests
+        payload = self._constrained_payload(conv, choices) if choices else self._payload(conv)
 
         def call() -> Completion:
-            resp = self._session.post(self.url, json=self._payload(conv), timeout=self.timeout)
+            resp = self._session.post(self.url, json=payload, timeout=self.timeout)
             if resp.status_code == 429 or resp.status_code >= 500:
                 raise _RetryableHTTP(f"HTTP {resp.status_code} from {self.url}")
             if resp.status_code != 200:
@@ -357,6 +388,10 @@ class OpenAIBackend(Backend):
 
     def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
         return list(self._pool.map(self._one_completion, conversations))
+
+    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str]) -> list[Completion]:
+        choice_grammar(choices)  # refuses an empty list before any request
+        return list(self._pool.map(lambda conv: self._one_completion(conv, choices), conversations))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -557,11 +592,21 @@ class LlamaCppBackend(Backend):
         return [c.text for c in self.complete(conversations)]
 
     def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
+        return self._complete(conversations, None)
+
+    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str]) -> list[Completion]:
+        import llama_cpp  # lazy: optional (llama-cpp-python); __init__ has checked it is there
+
+        grammar = llama_cpp.LlamaGrammar.from_string(choice_grammar(choices), verbose=False)
+        return self._complete(conversations, grammar)
+
+    def _complete(self, conversations: Sequence[Conversation], grammar: Any) -> list[Completion]:
         s, out = self.sampling, []
         for conv in conversations:
             try:
                 r = self._llm.create_chat_completion(
-                    messages=conv, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_tokens
+                    messages=conv, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_tokens,
+                    grammar=grammar,
                 )
             except ValueError as exc:  # llama.cpp's "Requested tokens (...) exceed context window"
                 raise BackendError(f"{self.describe()}: {exc}") from exc

@@ -200,12 +200,15 @@ def _is_stand_in_annotation(command: str) -> bool:
 
 def annotation_model(out_dir: str | Path) -> Optional[str]:
     """The ``--model`` that annotated a pipeline run's skills when a language model did (its phase markers say
-    so); None when the heuristic stand-in did, or the run has no annotation markers."""
+    so), with its ``--answer_mode`` when that is not the paper's ("smollm2-135m, constrained answers"); None when
+    the heuristic stand-in did, or the run has no annotation markers."""
     for _, command in _own_phase_records(out_dir) or ():
         if "scripts.annotate_pairs" in command and not _is_stand_in_annotation(command):
             words = command.split()
             if "--model" in words[:-1]:
-                return words[words.index("--model") + 1]
+                model = words[words.index("--model") + 1]
+                mode = words[words.index("--answer_mode") + 1] if "--answer_mode" in words[:-1] else "release"
+                return model if mode == "release" else f"{model}, {mode} answers"
     return None
 
 

@@ -40,9 +40,11 @@ class PipelineConfig:
     # phase 1a: annotation
     annotate_backend: str = "heuristic"
     annotate_model: str = ANNOTATOR_MODEL
-    # the small presets' annotator (--annotator): "stand-in" (the heuristic) or "smollm2" (SmolLM2-135M-Instruct,
-    # a real language model run by llama.cpp on the CPU: SMALL_PRESET_ANNOTATORS)
+    # the small presets' annotator (--annotator): "stand-in" (the heuristic), "smollm2" or "smollm2-free"
+    # (SmolLM2-135M-Instruct, a real language model run by llama.cpp on the CPU: SMALL_PRESET_ANNOTATORS)
     annotator: str = "stand-in"
+    # how the small presets' language model is asked (scripts.annotate_pairs --answer_mode), set by --annotator
+    annotate_answer_mode: str = "release"
     annotate_gpus: int = 8
     annotate_chunks: int = 1
     # phase 1b: reward models

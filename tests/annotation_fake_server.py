@@ -10,7 +10,9 @@ put into the dataset's messages by the tests):
 * ``slow``: the first request for that prompt sleeps past the client's timeout,
   then ``Answer: 2``.
 
-Unmarked prompts get ``Answer: 1``. Every request body is recorded in ``requests``.
+Unmarked prompts get ``Answer: 1``. A request restricted to fixed choices (vLLM's
+``structured_outputs.choice``) gets its scripted reply when that is one of them, else the first
+choice, as constrained decoding would. Every request body is recorded in ``requests``.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from rl_baseline.baselines.oni.stand_in_server import JSONRequestHandler
+from rlaif.prompts import parse_answer
 
 _MARK = re.compile(r"SCENARIO-(\w+)")
 
@@ -44,6 +47,10 @@ class FakeChatServer:
                     self._send(404, {"error": f"no route {self.path}"})
                     return
                 status, text = server.reply(body)
+                choices = (body.get("structured_outputs") or {}).get("choice")
+                if status == 200 and choices and text not in choices:
+                    code = parse_answer(text)  # the scripted reply's answer line, if it is one of the choices
+                    text = choices[code] if code < len(choices) else choices[0]
                 if status != 200:
                     self._send(status, {"error": text})
                     return

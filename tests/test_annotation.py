@@ -23,13 +23,13 @@ from rlaif.annotate import (
     annotate_chunk,
     chunk_bounds,
     chunk_path,
-    label_agreement,
     run_annotation,
 )
 from rlaif.captions import caption_sample
 from rlaif.dataset import ObservationDataset, save_dataset
+from rlaif.label_comparison import label_agreement
 from rlaif.preferences import FIRST, SECOND, TIE, UNKNOWN, load_preferences, save_preferences
-from rlaif.prompts import PromptBuilder, parse_answer
+from rlaif.prompts import ANSWER_CHOICES, ANSWER_INSTRUCTIONS, DIRECT_ANSWER_INSTRUCTIONS, PromptBuilder, parse_answer
 from scripts import annotate_pairs
 from tests.annotation_fake_server import FakeChatServer
 
@@ -669,3 +669,74 @@ def test_resuming_with_another_annotator_is_refused_unless_mixing_is_allowed(tmp
                                                                     ("openai", [[1, 3]])]
     assert meta["stand_in"] is True and meta["stand_in_share"] == 0.5
     assert load_preferences(path, 4).tolist()[1:3] == [SECOND, TIE]
+
+
+# ------------------------------------------------------------------ constrained answers (--answer_mode)
+
+GRAMMAR = 'root ::= "Answer: 1" | "Answer: 2" | "Answer: none"'
+
+
+def test_constrained_answers_send_the_choices_to_the_server_and_label_every_pair(tmp_path, capsys) -> None:
+    """--answer_mode constrained asks for the answer line alone and sends the three lines as llama.cpp's grammar
+    and vLLM's choice list: a reply the release's mode could not use ("I like turtles.") cannot happen."""
+    write_dataset(tmp_path, "descender", make_dataset(4, markers=["garbage", "good2", "tie", "retry"]))
+    with FakeChatServer() as server:
+        args = cli(tmp_path, "--backend", "openai", "--base_url", server.url, "--model", "fake-model",
+                   "--answer_mode", "constrained")
+        assert annotate_pairs.main(args) == 0, capsys.readouterr().err
+        assert len(server.requests) == 4  # no retry: every reply is an answer line
+        for body in server.requests:
+            assert body["grammar"] == GRAMMAR
+            assert body["structured_outputs"] == {"choice": list(ANSWER_CHOICES)}
+            prompt = body["messages"][-1]["content"]
+            assert prompt.endswith(DIRECT_ANSWER_INSTRUCTIONS) and ANSWER_INSTRUCTIONS not in prompt
+    labels = load_preferences(tmp_path / "preference" / "llama3_descender_default.npy", 4)
+    assert labels.tolist() == [FIRST, SECOND, TIE, FIRST]
+    # the server's usage counts (1 + 1 per request here), summed over the run
+    assert "tokens: 4 prompt + 4 completion, 2 per pair" in capsys.readouterr().out
+    meta = json.loads((tmp_path / "preference" / "llama3_descender_default.meta.json").read_text())
+    assert meta["sources"][0]["model"] == "fake-model (constrained answers)"
+
+
+def test_constrained_retry_restricts_only_the_retry(tmp_path, capsys) -> None:
+    write_dataset(tmp_path, "descender", make_dataset(2, markers=["garbage", "good2"]))
+    with FakeChatServer() as server:
+        args = cli(tmp_path, "--backend", "openai", "--base_url", server.url, "--model", "fake-model",
+                   "--answer_mode", "constrained_retry")
+        assert annotate_pairs.main(args) == 0, capsys.readouterr().err
+        first, retry = [b for b in server.requests if len(b["messages"]) == 2], \
+            [b for b in server.requests if len(b["messages"]) == 4]
+        assert len(first) == 2 and len(retry) == 1
+        assert all("grammar" not in b and "structured_outputs" not in b for b in first)
+        assert first[0]["messages"][-1]["content"].endswith(ANSWER_INSTRUCTIONS)
+        assert retry[0]["grammar"] == GRAMMAR and retry[0]["messages"][2]["content"] == "I like turtles."
+    assert load_preferences(tmp_path / "preference" / "llama3_descender_default.npy", 2).tolist() == [FIRST, SECOND]
+    assert "retried 1" in capsys.readouterr().out
+
+
+def test_constrained_answers_need_a_backend_that_can_constrain(tmp_path, capsys) -> None:
+    write_dataset(tmp_path, "descender", make_dataset(2))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", "--answer_mode", "constrained")) == 2
+    err = capsys.readouterr().err
+    assert "--answer_mode constrained restricts replies by constrained decoding, which --backend heuristic" in err
+    assert "use --backend llamacpp or openai" in err and not (tmp_path / "preference").exists()
+    with pytest.raises(BackendError, match="cannot restrict a reply to fixed choices; use --backend llamacpp"):
+        make_backend("random").complete_choice([[{"role": "user", "content": "?"}]], ANSWER_CHOICES)
+    cfg = config(tmp_path, backend="openai", base_url="http://127.0.0.1:9/v1", layout="motif",
+                 answer_mode="constrained")
+    with pytest.raises(AnnotationError, match="needs this project's prompt layout"):
+        annotate_chunk(cfg)
+
+
+def test_resuming_in_another_answer_mode_is_another_annotator(tmp_path, capsys) -> None:
+    write_dataset(tmp_path, "descender", make_dataset(3, markers=["good1", "good2", "tie"]))
+    path = tmp_path / "preference" / "llama3_descender_default.npy"
+    with FakeChatServer() as server:
+        args = cli(tmp_path, "--backend", "openai", "--base_url", server.url, "--model", "fake-model")
+        assert annotate_pairs.main(args + ["--answer_mode", "constrained"]) == 0
+        labels = load_preferences(path, 3)
+        labels[2] = UNKNOWN
+        for p in [path, *(tmp_path / "preference").glob("*.chunk0of1.npy")]:
+            save_preferences(p, labels)
+        assert annotate_pairs.main(args) == 1
+        assert "(2 pairs by backend openai (model fake-model (constrained answers)))" in capsys.readouterr().err

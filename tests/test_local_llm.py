@@ -19,6 +19,7 @@ import pytest
 from common.llm import BackendError, make_backend
 from common.local_models import LOCAL_MODELS, LocalModelError, gguf_token_ids, local_model_file
 from rlaif.preferences import load_preferences
+from rlaif.prompts import ANSWER_CHOICES
 from scripts import annotate_pairs, serve_local_llm
 from tests.test_annotation import cli, make_dataset, write_dataset
 
@@ -89,15 +90,15 @@ def test_llamacpp_refuses_a_hub_model_with_the_reason() -> None:
         make_backend("llamacpp", model="meta-llama/Llama-3.1-70B-Instruct")
 
 
-def _assert_made_by(meta: dict, labels: np.ndarray, backend: str) -> None:
+def _assert_made_by(meta: dict, labels: np.ndarray, backend: str, model: str = "smollm2-135m") -> None:
     """Every label the run produced is recorded as the model's (a 135M model often produces none: its pairs stay
     unknown and no source is recorded for them)."""
     known = int((labels != 3).sum())
     assert sum(b - a for src in meta["sources"] for a, b in src["pairs"]) == known
-    assert all(src["backend"] == backend and src["model"] == "smollm2-135m" for src in meta["sources"])
+    assert all(src["backend"] == backend and src["model"] == model for src in meta["sources"])
     assert meta["stand_in"] is False and meta["stand_in_share"] == 0.0
     if known:
-        assert meta["backend"] == backend and meta["model"] == "smollm2-135m"
+        assert meta["backend"] == backend and meta["model"] == model
 
 
 def _real_labels(root: Path, n: int) -> tuple[np.ndarray, list[dict], dict]:
@@ -119,6 +120,21 @@ def test_annotation_with_the_real_model_in_process(tmp_path, capsys) -> None:
     # the log holds the model's own replies, and the metadata says a language model made the labels
     assert len(records) == 3 and all(r["replies"] and "Moment 1" in r["prompt"] for r in records)
     _assert_made_by(meta, labels, "llamacpp")
+
+
+@pytest.mark.slow
+@needs_llama_cpp
+def test_constrained_answers_give_the_real_model_a_label_for_every_pair(tmp_path, capsys) -> None:
+    """The paper's free reply leaves SmolLM2's pairs unusable (it repeats the prompt to the token cap); with
+    --answer_mode constrained llama.cpp's grammar makes every reply an answer line, so every pair is labelled."""
+    write_dataset(tmp_path, "descender", make_dataset(4))
+    rc = annotate_pairs.main(cli(tmp_path, "--backend", "llamacpp", "--model", "smollm2-135m",
+                                 "--answer_mode", "constrained", "--max_tokens", "8"))
+    assert rc == 0, capsys.readouterr().err
+    labels, records, meta = _real_labels(tmp_path, 4)
+    assert set(labels.tolist()) <= {0, 1, 2}
+    assert all(len(r["replies"]) == 1 and r["replies"][0] in ANSWER_CHOICES for r in records)
+    _assert_made_by(meta, labels, "llamacpp", "smollm2-135m (constrained answers)")
 
 
 def _free_port() -> int:
@@ -160,6 +176,22 @@ def test_annotation_through_llama_cpps_own_server(smollm_server, tmp_path, capsy
     labels, records, meta = _real_labels(tmp_path, 4)
     assert labels.shape == (4,) and len(records) == 4 and all(r["replies"] for r in records)
     _assert_made_by(meta, labels, "openai")
+
+
+@pytest.mark.slow
+@needs_llama_cpp
+def test_a_constrained_retry_through_llama_cpps_server_ends_every_pair_with_an_answer(smollm_server, tmp_path,
+                                                                                     capsys) -> None:
+    """The server reads the grammar the client sends: the free first reply may ramble, the retry cannot."""
+    write_dataset(tmp_path, "descender", make_dataset(3))
+    rc = annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", smollm_server["url"],
+                                 "--model", "smollm2-135m", "--answer_mode", "constrained_retry",
+                                 "--max_tokens", "48", "--concurrency", "2"))
+    assert rc == 0, capsys.readouterr().err
+    labels, records, meta = _real_labels(tmp_path, 3)
+    assert set(labels.tolist()) <= {0, 1, 2}
+    assert all(len(r["replies"]) == 1 or r["replies"][1] in ANSWER_CHOICES for r in records)
+    _assert_made_by(meta, labels, "openai", "smollm2-135m (constrained_retry answers)")
 
 
 @pytest.mark.slow

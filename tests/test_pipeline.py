@@ -233,6 +233,10 @@ def test_the_small_presets_can_annotate_with_smollm2_and_say_so(capsys):
         args = ph.args
         assert args[args.index("--backend") + 1] == "llamacpp" and args[args.index("--model") + 1] == "smollm2-135m"
         assert args[args.index("--max_unusable_share") + 1] == "1" and "real language model" in ph.note
+        # asked for the answer line alone under constrained decoding, and the note says so
+        assert args[args.index("--answer_mode") + 1] == "constrained" and "constrained answers" in ph.note
+    free = [ph for ph in build_plan(make_config("smoke", annotator="smollm2-free")) if ph.stage == "annotate"]
+    assert all(ph.args[ph.args.index("--answer_mode") + 1] == "release" and "answers" not in ph.note for ph in free)
     stand_in = [ph for ph in build_plan(make_config("smoke")) if ph.stage == "annotate"]
     assert all("--model" not in ph.args and "stand-in" in ph.note for ph in stand_in)
     assert main(["--preset", "paper", "--annotator", "smollm2", "--dry_run"]) == 2

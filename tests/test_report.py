@@ -179,6 +179,13 @@ def test_maestromotif_column_says_when_the_stand_in_annotated_and_baseline_runs_
     md = build_report([run], tmp_path / "report3", plots=False).markdown
     assert "| task | measure | MaestroMotif (smoke, smollm2-135m) | Motif task-specific |" in md
     assert "skill rewards from labels by the language model smollm2-135m" in md
+    # ... asked for constrained answers: the heading says so too
+    (run / ".pipeline" / "annotate__discoverer.json").write_text(json.dumps(
+        {"seconds": 3.0, "command": "python -m scripts.annotate_pairs --goal_key discoverer --backend llamacpp "
+                                    "--no_progress --model smollm2-135m --max_unusable_share 1 --answer_mode "
+                                    "constrained --max_tokens 8"}))
+    md = build_report([run], tmp_path / "report4", plots=False).markdown
+    assert "| MaestroMotif (smoke, smollm2-135m, constrained answers) |" in md
 
 
 def test_training_series_from_tensorboard_and_skill_stats(tmp_path):

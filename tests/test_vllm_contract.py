@@ -69,6 +69,25 @@ def test_the_server_tokenizes_chat_prompts_without_special_tokens():
     assert ChatCompletionRequest.model_fields["add_special_tokens"].default is False
 
 
+def test_the_servers_request_reads_the_choice_list_of_a_constrained_reply():
+    """``--answer_mode constrained`` sends llama.cpp's ``grammar`` and vLLM's ``structured_outputs.choice`` in one
+    body: vLLM must accept the body and restrict the reply to the list."""
+    from common.llm import OpenAIBackend
+    from rlaif.prompts import ANSWER_CHOICES
+
+    try:
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    except ImportError:  # older layouts
+        from vllm.entrypoints.openai.protocol import ChatCompletionRequest
+    backend = OpenAIBackend(base_url="http://127.0.0.1:9/v1", model="m", check_connection=False)
+    try:
+        body = backend._constrained_payload([{"role": "user", "content": "?"}], ANSWER_CHOICES)
+    finally:
+        backend.close()
+    request = ChatCompletionRequest(**body)
+    assert list(request.extract_structured_outputs().choice) == list(ANSWER_CHOICES)
+
+
 def _serve_parser():
     from vllm.entrypoints.common.cli_args import make_arg_parser
     from vllm.platforms import current_platform
