@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.fixtures import machine_description
+from bench.fixtures import build_tiny_reward_dirs, machine_description
+from rl_baseline.sf.cfg import SkillEnvConfig
 
 
 def _measure(env, steps: int, seed: int) -> float:
@@ -44,9 +45,7 @@ def _measure(env, steps: int, seed: int) -> float:
 
 
 def _skill_env(reward_root: Path, max_episode_steps: int):
-    from bench.fixtures import build_tiny_reward_dirs
-    from rl_baseline.sf.cfg import SkillEnvConfig
-    from rl_baseline.sf.env import build_skill_env
+    from rl_baseline.sf.env import build_skill_env  # lazy: pulls in NLE and torch; --help stays light
 
     dirs = build_tiny_reward_dirs(reward_root)
     cfg = SkillEnvConfig(max_episode_steps=max_episode_steps, reward_dirs=tuple(dirs),
@@ -64,13 +63,13 @@ def main() -> None:
     if args.steps < 100 or args.repeats < 1:
         parser.error("--steps must be >= 100 and --repeats >= 1")
 
-    import gymnasium as gym
-    import nle  # noqa: F401  (registers NetHackScore-v0)
-    import torch
+    import gymnasium as gym  # lazy: only for a run; --help stays light
+    import nle  # noqa: F401  # lazy: only for a run; imported to register NetHackScore-v0
+    import torch  # lazy: only for a run; --help stays light
 
     torch.set_num_threads(1)  # as sample-factory's rollout workers, where the skill env runs
 
-    from rl_baseline.envs import make_monk_env
+    from rl_baseline.envs import make_monk_env  # lazy: pulls in NLE
 
     with tempfile.TemporaryDirectory(prefix="bench_env_") as tmp:
         envs = {

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from common.nethack.messages import encode_message
 from common.vocabulary import SKILLS
+from rlaif.dataset import ObservationDataset, save_dataset
+from rlaif.preferences import save_preferences
 
 TINY_MESSAGES = [
     "", "You kill the newt!", "You see here a scroll labeled ELBIB YLOH.", "There is a staircase down here.",
@@ -27,11 +30,8 @@ TINY_MESSAGES = [
 
 def build_tiny_reward_dirs(root: Path, pairs: int = 96, seed: int = 0) -> list[str]:
     """Five reward models trained for one epoch on a synthetic message dataset (one per skill)."""
-    from common.nethack.messages import encode_message
-    from rlaif.dataset import ObservationDataset, save_dataset
-    from rlaif.preferences import save_preferences
-    from rlaif.reward_model import RewardModelConfig
-    from rlaif.train_reward import RewardTrainingConfig, train_reward
+    from rlaif.reward_model import RewardModelConfig  # lazy: pulls in torch
+    from rlaif.train_reward import RewardTrainingConfig, train_reward  # lazy: pulls in torch
 
     rng = np.random.default_rng(seed)
     n = 2 * pairs

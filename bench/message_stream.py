@@ -23,10 +23,15 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import random
 
 import numpy as np
+
+from common.nethack.messages import decode_message
+from rl_baseline.collect.config import ExplorerConfig
+from rl_baseline.sf.cfg import DEFAULT_QUANTILES, SkillEnvConfig, parse_quantiles, parse_reward_dirs
 
 WALL_MESSAGES = ("It's a wall.", "It's solid stone.")
 DESCENT = "You descend the stairs."
@@ -45,20 +50,15 @@ def main() -> None:
                         help="who acts: the dataset collection's explorer, or uniformly random actions without prayer")
     args = parser.parse_args()
 
-    from common.nethack.actions import ACTION_NAMES
-    from common.nethack.messages import decode_message
-    from rl_baseline.collect.config import ExplorerConfig
-    from rl_baseline.collect.explorer import ExplorerPolicy
-    from rl_baseline.sf.cfg import DEFAULT_QUANTILES, SkillEnvConfig, parse_quantiles, parse_reward_dirs
-    from rl_baseline.sf.env import build_skill_env
+    from common.nethack.actions import ACTION_NAMES  # lazy: pulls in NLE; --help stays light
+    from rl_baseline.collect.explorer import ExplorerPolicy  # lazy: pulls in NLE
+    from rl_baseline.sf.env import build_skill_env  # lazy: pulls in NLE and torch
 
     dirs = parse_reward_dirs(args.reward_dir)
     config = SkillEnvConfig(max_episode_steps=args.max_episode_steps, reward_dirs=tuple(dirs),
                             quantiles=tuple(parse_quantiles(DEFAULT_QUANTILES, 5)) if dirs else (),
                             llm_reward=0.1 if dirs else 0.0)
     if args.skill_reward_timing is not None:
-        import dataclasses
-
         config = dataclasses.replace(config, reward_timing=args.skill_reward_timing)
     actions = [i for i, name in enumerate(ACTION_NAMES) if name != "pray"]
     env = build_skill_env(config)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -89,7 +90,7 @@ class MemorySampler(threading.Thread):
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
-        import psutil
+        import psutil  # lazy: comes with sample-factory, not a requirement of its own; only while a run is sampled
 
         self.root = psutil.Process(pid)
         self.samples: dict[int, list[tuple[float, float]]] = {}
@@ -107,7 +108,7 @@ class MemorySampler(threading.Thread):
             return 0
 
     def run(self) -> None:
-        import psutil
+        import psutil  # lazy: comes with sample-factory, as above
 
         while not self.stop.is_set():
             now = time.monotonic()
@@ -183,8 +184,6 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
 def _children_cpu_s() -> float:
     """CPU seconds (user + system) of every finished descendant process so far: a run's cost that does not
     depend on what else the machine runs (its env steps/s does)."""
-    import resource
-
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 

@@ -27,6 +27,8 @@ import numpy as np
 
 from common.atomic_io import atomic_write_json
 from common.vocabulary import SKILLS
+from rl_baseline.sf.cfg import resolve_experiment_cfg
+from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
 from rl_baseline.sf.skill_eval import POLICY_KINDS, evaluate_skill_with, format_measure
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
 
@@ -63,8 +65,6 @@ def beats(a: dict, b: dict) -> Optional[bool]:
 
 def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
     """Runs every (skill, policy) evaluation and writes the three report files."""
-    from rl_baseline.sf.cfg import resolve_experiment_cfg
-
     policy_dir = Path(config.policy_dir)
     base = resolve_experiment_cfg(policy_dir, ["--eval_skill", SKILLS[0]], files=False)
     trained_with = SKILLS[: int(base.num_skills)]
@@ -190,10 +190,10 @@ def _num(x: Any) -> str:
 
 
 def plot_skill_report(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    import matplotlib  # lazy: slow to import; only when the plot is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: only once the Agg backend is chosen
 
     skills = list(report["skills"])
     pols = report["policies"]
@@ -221,8 +221,6 @@ def plot_skill_report(report: dict[str, Any], path: Path) -> None:
 
 def check_policy_dir(policy_dir: str | Path) -> Path:
     """The policy folder, or :class:`FileNotFoundError` saying what is missing."""
-    from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
-
     path = Path(policy_dir)
     if not path.is_dir():
         raise FileNotFoundError(f"--policy_dir {path}: no such folder")

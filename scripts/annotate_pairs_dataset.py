@@ -27,7 +27,12 @@ import logging
 import sys
 from pathlib import Path
 
+from common.flag_checks import FlagError
+from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BACKENDS, MOTIF_ANNOTATOR_MODELS, BackendError
+from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags, chunk_path
+from rlaif.motif_dataset import MotifLayoutError, rule_preferences
+from rlaif.motif_prompts import GOAL_KEYS, LLM_SIZES, PROMPT_CONTEXTS, PROMPT_VERSIONS, equivalent_context
 from scripts.annotate_pairs import boolean_flag
 
 ANNOTATOR_TYPES = ("llama", "score", "return")
@@ -35,8 +40,6 @@ STATE_DIRNAME = "annotation_state"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rlaif.motif_prompts import GOAL_KEYS, LLM_SIZES, PROMPT_CONTEXTS, PROMPT_VERSIONS
-
     p = argparse.ArgumentParser(
         prog="python -m scripts.annotate_pairs_dataset",
         description=(
@@ -141,8 +144,6 @@ def _read_text(path: str | None, flag: str) -> str | None:
 
 def _prompt_context(args: argparse.Namespace) -> str:
     """The text of ``--prompt-context`` (checked: equivalent prompting needs a task goal and ``--policy-code``)."""
-    from rlaif.motif_prompts import equivalent_context
-
     if args.prompt_context == "none":
         if args.policy_code is not None:
             raise ValueError("--policy-code is read by --prompt-context equivalent only")
@@ -157,11 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Imported here so that --help stays instant.
-    from common.flag_checks import FlagError
-    from common.interrupts import interrupted_exit, sigterm_raises
-    from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags, chunk_path
-    from rlaif.motif_dataset import MotifLayoutError, rule_preferences
 
     if args.annotator_type != "llama":
         try:

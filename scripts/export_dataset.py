@@ -49,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from rlaif.dataset import DatasetError, find_dataset, load_dataset
-    from rlaif.motif_dataset import MotifLayoutError, export_motif_layout, skill_preferences
+    from rlaif.dataset import DatasetError, find_dataset, load_dataset  # lazy: pulls in numpy; --help stays light
+    from rlaif.motif_dataset import MotifLayoutError, export_motif_layout, skill_preferences  # lazy: numpy, as above
 
     try:
         path = Path(args.dataset) if args.dataset else find_dataset(args.dataset_dir, args.skill)

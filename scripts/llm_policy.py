@@ -23,15 +23,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from common.llm import CODER_MODEL, BackendError
 from common.vocabulary import EVAL_TASKS
+from rl_baseline.baselines.llm_policy.client import POLICY_BACKENDS, LLMClient, LLMSettings
+from rl_baseline.baselines.llm_policy.prompts import PROMPT_KINDS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rl_baseline.baselines.llm_policy.client import POLICY_BACKENDS
-    from rl_baseline.baselines.llm_policy.prompts import PROMPT_KINDS
-
     p = argparse.ArgumentParser(
         prog="python -m scripts.llm_policy",
         description="Evaluate the paper's LLM policy baseline on one task: a language model chooses every "
@@ -89,10 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace):
-    from pathlib import Path
-
-    from rl_baseline.baselines.llm_policy.client import LLMSettings
-    from rl_baseline.baselines.llm_policy.run import LLMPolicyConfig
+    from rl_baseline.baselines.llm_policy.run import LLMPolicyConfig  # lazy: pulls in NLE and numpy; --help stays light
 
     cache = args.cache_dir if args.cache_dir is not None else str(Path(args.out_dir) / "llm_cache")
     llm = LLMSettings(
@@ -113,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     log = logging.getLogger("scripts.llm_policy")
-    from rl_baseline.baselines.llm_policy.client import LLMClient
-    from rl_baseline.baselines.llm_policy.run import evaluate_llm_policy
+    from rl_baseline.baselines.llm_policy.run import evaluate_llm_policy  # lazy: NLE and numpy, as above
 
     cfg = config_from_args(args)
     try:

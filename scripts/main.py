@@ -49,27 +49,30 @@ from typing import Any, Optional, Sequence
 if __package__ in (None, ""):  # run as a file (python scripts/main.py, ONI's spelling): the project on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# the project's imports come after the path above (which a run as a file needs to find them)
+from common.interrupts import RECEIVED, interrupted_exit, sigterm_raises
+from common.llm import BackendError
+from rl_baseline.sf.cfg import ConfigError, evaluates_root_env, forced_skill, resolve_cfg
+from rl_baseline.sf.checkpoints import CheckpointError
+
 logger = logging.getLogger("scripts.main")
 
 
 def _evaluate(cfg: Any) -> int:
     """An evaluation (tasks, a forced skill, or Motif's root environment); it writes its results at the end, so an
     interrupted one leaves nothing behind and says so."""
-    from common.interrupts import interrupted_exit, sigterm_raises
-    from rl_baseline.sf.cfg import evaluates_root_env, forced_skill
-
     try:
         with sigterm_raises():
             if evaluates_root_env(cfg):
-                from rl_baseline.sf.evaluate import evaluate_root_env
+                from rl_baseline.sf.evaluate import evaluate_root_env  # lazy: pulls in NLE
 
                 evaluate_root_env(cfg)
             elif forced_skill(cfg) is not None:
-                from rl_baseline.sf.skill_eval import evaluate_skill
+                from rl_baseline.sf.skill_eval import evaluate_skill  # lazy: pulls in NLE
 
                 evaluate_skill(cfg)
             else:
-                from rl_baseline.sf.evaluate import evaluate
+                from rl_baseline.sf.evaluate import evaluate  # lazy: pulls in NLE
 
                 evaluate(cfg)
     except KeyboardInterrupt as exc:
@@ -80,18 +83,13 @@ def _evaluate(cfg: Any) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
-    from common.llm import BackendError
-    from rl_baseline.sf.cfg import ConfigError, resolve_cfg
-    from rl_baseline.sf.checkpoints import CheckpointError
-
     try:
         cfg = resolve_cfg(argv)  # parsed, derived and validated once; the phases take it as it is
         if cfg.evaluation:
             return _evaluate(cfg)
-        from sample_factory.algo.utils.misc import ExperimentStatus
+        from sample_factory.algo.utils.misc import ExperimentStatus  # lazy: sample-factory; only when training
 
-        from common.interrupts import RECEIVED, sigterm_raises
-        from rl_baseline.sf.train import train
+        from rl_baseline.sf.train import train  # lazy: pulls in sample-factory and torch; only when training
 
         # sample-factory's event loop catches the KeyboardInterrupt a signal raises, stops the workers in order
         # (the learner saves a checkpoint) and reports INTERRUPTED; the exit status then says which signal

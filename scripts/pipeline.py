@@ -20,8 +20,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from code_generation.verify import check_meta_policies
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import ALL_TASKS, EVAL_TASKS
+from orchestration.baselines import available
 from orchestration.phases import PipelineError
 from orchestration.pipeline import (
     PRESETS,
@@ -34,6 +36,7 @@ from orchestration.pipeline import (
     run_plan,
     timing_table,
 )
+from orchestration.slurm import SlurmError, write_slurm
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -109,8 +112,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_meta_policies(args: argparse.Namespace) -> int:
-    from code_generation.verify import check_meta_policies
-
     tasks = args.tasks or ALL_TASKS
     bad = [t for t in tasks if t not in ALL_TASKS]
     if bad:
@@ -149,8 +150,6 @@ def _baselines(names: tuple[str, ...] | None) -> tuple[str, ...] | None:
     if names == ("none",):
         return ()
     if names == ("all",):
-        from orchestration.baselines import available
-
         return tuple(available())
     return tuple(names)
 
@@ -176,8 +175,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     plan = build_plan(cfg)
     if args.write_slurm:
-        from orchestration.slurm import SlurmError, write_slurm
-
         try:
             written = write_slurm(plan, args.write_slurm, cfg)
         except (SlurmError, OSError) as exc:
@@ -222,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     if not results or results[-1].status == "failed":
         return 1
 
-    from orchestration.report import find_eval_results, results_table
+    from orchestration.report import find_eval_results, results_table  # lazy: pulls in NLE; --help stays light
 
     evals = find_eval_results(cfg.policy_train_dir)
     print(f"\nresults ({args.preset} preset; full report: {Path(cfg.report_dir) / 'results.md'}):\n")

@@ -23,9 +23,17 @@ import argparse
 import logging
 import sys
 
-from common.llm import BACKENDS, DEFAULT_MODEL
+from common.llm import BACKENDS, DEFAULT_MODEL, BackendError
 from common.vocabulary import SKILLS
-from orchestration.reward_agreement import COLLECT_MODES, PAIR_SAMPLINGS
+from orchestration.reward_agreement import (
+    COLLECT_MODES,
+    PAIR_SAMPLINGS,
+    AgreementConfig,
+    AgreementError,
+    AnnotatorSettings,
+    run_agreement,
+)
+from rlaif.annotate import AnnotationError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,10 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # imported here so that --help stays quick
-    from common.llm import BackendError
-    from orchestration.reward_agreement import AgreementConfig, AgreementError, AnnotatorSettings, run_agreement
-    from rlaif.annotate import AnnotationError
 
     settings = AnnotatorSettings(
         backend=args.backend, model=args.model, base_url=args.base_url, num_gpus=args.num_gpus,

@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from common.vocabulary import NUM_SKILLS
+from rl_baseline.sf.cfg import DEFAULT_QUANTILES, ConfigError, SkillEnvConfig, parse_quantiles, parse_reward_dirs
 
 logger = logging.getLogger("scripts.reward_trace")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rl_baseline.sf.cfg import DEFAULT_QUANTILES
-
     p = argparse.ArgumentParser(prog="python -m scripts.reward_trace", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reward_dir", required=True,
@@ -46,9 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     args = build_parser().parse_args(argv)
-    from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, parse_quantiles, parse_reward_dirs
-    from rl_baseline.sf.reward_trace import compare_timings, markdown_table
-    from rl_baseline.skills.intrinsic_reward import RewardConfigError
+    from rl_baseline.sf.reward_trace import compare_timings, markdown_table  # lazy: pulls in NLE and torch
+    from rl_baseline.skills.intrinsic_reward import RewardConfigError  # lazy: pulls in numpy; --help stays light
 
     if args.episodes < 1 or args.max_episode_steps < 1:
         logger.error("--episodes and --max_episode_steps must be at least 1")

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
-        import llama_cpp.server  # noqa: F401  (only to say what is missing before starting a process)
+        import llama_cpp.server  # noqa: F401  # lazy: optional (llama-cpp-python); only to say what is missing before starting a process
     except ImportError as exc:
         print(f"error: llama.cpp's server is not installed ({exc}): {LLAMA_CPP_INSTALL}", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ import sys
 from typing import Optional, Sequence
 
 from common.vocabulary import SKILLS
+from rl_baseline.sf.cfg import ConfigError
 
 logger = logging.getLogger("scripts.skill_report")
 
@@ -48,10 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     args = build_parser().parse_args(argv)
-    from orchestration.skill_report import REPORT_MD, SkillReportConfig, build_skill_report, check_policy_dir
-    from rl_baseline.sf.cfg import ConfigError
-    from rl_baseline.sf.checkpoints import CheckpointError
-    from rl_baseline.sf.skill_eval import POLICY_KINDS
+    from orchestration.skill_report import (  # lazy: pulls in NLE; --help stays light
+        REPORT_MD,
+        SkillReportConfig,
+        build_skill_report,
+        check_policy_dir,
+    )
+    from rl_baseline.sf.checkpoints import CheckpointError  # lazy: pulls in numpy
+    from rl_baseline.sf.skill_eval import POLICY_KINDS  # lazy: pulls in NLE
 
     skills = tuple(s for s in args.skills.split(",") if s)
     policies = tuple(p for p in args.policies.split(",") if p)

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     args = build_parser().parse_args(argv)
-    from orchestration.report.training import TrainingRun, read_tensorboard_scalars, window_means
+    from orchestration.report.training import TrainingRun, read_tensorboard_scalars, window_means  # lazy: pulls in NLE
 
     if args.window < 1:
         logger.error("--window must be at least 1")

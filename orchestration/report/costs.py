@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestration.baseline_cost import pipeline_cost
+
 from .shared import COST_FILE, find_inputs, read_cost
 
 
 def find_costs(root: str | Path) -> list[dict[str, Any]]:
     """MaestroMotif's cost in a pipeline run under ``root`` (when its phase records are there), then every
     baseline's ``cost.json``; unreadable files are skipped with a warning."""
-    from orchestration.baseline_cost import pipeline_cost
-
     out: list[dict[str, Any]] = []
     own = pipeline_cost(root)
     if own is not None:

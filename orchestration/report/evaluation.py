@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from common.file_errors import load_json
 from common.vocabulary import EVAL_TASKS, TASK_MEASURE
 from orchestration.baseline_cost import annotation_model, stand_in_annotated
 from orchestration.paper_results import NOT_COMPARABLE_NOTE, PAPER_RESULTS, format_value
@@ -70,8 +71,6 @@ def _experiment_of(path: Path) -> str:
 
 def load_eval_result(path: str | Path) -> EvalResult:
     """One evaluation JSON; :class:`ReportError` naming the file when it is not one."""
-    from common.file_errors import load_json
-
     path = Path(path)
     data = load_json(path, "evaluation result (JSON written by scripts.main --evaluation True)",
                      "Run the evaluation again to rewrite it", ReportError)

@@ -27,10 +27,10 @@ MEASURES_PNG = "curves_skill_measures.png"
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # lazy: slow to import; only when a plot is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: only once the Agg backend is chosen
 
     return plt
 

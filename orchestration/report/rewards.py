@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from common.file_errors import read_text, reading
 from common.vocabulary import SKILLS
 
 from .shared import ReportError, _float, _pct, find_inputs, skip
@@ -46,8 +47,6 @@ def _skill_of(name: str) -> Optional[str]:
 
 
 def load_reward_metrics(path: str | Path) -> RewardRun:
-    from common.file_errors import read_text, reading
-
     path = Path(path)
     what, remedy = "reward metrics CSV", "Train the reward model again (python -m scripts.train_reward) to rewrite it"
     text = read_text(path, what, remedy, ReportError)

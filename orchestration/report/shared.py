@@ -3,10 +3,13 @@ unreadable input file) and the helpers that read a number leniently (``_float``)
 (``_pct``, ``_num``); they are private to the package, imported by its modules only."""
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
 from typing import Iterator
+
+from orchestration.baselines import available
 
 logger = logging.getLogger("orchestration.report")
 
@@ -72,8 +75,6 @@ def run_name(folder: Path, root: str | Path) -> str:
 def baseline_title(name: str) -> str:
     """A baseline's short name (its registry description up to the colon), or ``name`` when unknown."""
     try:
-        from orchestration.baselines import available
-
         desc = available().get(name)
     except Exception:  # noqa: BLE001 - a report must not fail on the registry; the folder name will do
         desc = None
@@ -82,8 +83,6 @@ def baseline_title(name: str) -> str:
 
 def read_cost(path: Path) -> "dict | None":
     """A baseline's ``cost.json`` (None when absent; skipped with a warning when unreadable)."""
-    import json
-
     if not path.is_file():
         return None
     try:

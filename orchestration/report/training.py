@@ -105,7 +105,7 @@ def window_means(series: tuple[list[int], list[float]], window: int) -> tuple[fl
 def read_tensorboard_scalars(folder: str | Path, prefixes: Sequence[str] = TB_PREFIXES) -> dict:
     """Scalars whose tag starts with one of ``prefixes`` from every event file below ``folder``."""
     try:
-        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader  # lazy: optional
     except ImportError:  # tensorboard comes with sample-factory; without it only skill_stats.json is read
         logger.warning("tensorboard is not installed: reading skill_stats.json only")
         return {}

@@ -9,7 +9,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from common.llm import DEFAULT_MODEL
+from rlaif.annotate import AnnotationConfig, annotate_chunk
 from rlaif.dataset import ObservationDataset, save_dataset
+from rlaif.heuristic import STAND_IN_NOTICE
 
 from .config import LLM_BACKENDS, AnnotatorSettings
 
@@ -17,8 +20,6 @@ from .config import LLM_BACKENDS, AnnotatorSettings
 def backend_info(backend: str) -> dict[str, Any]:
     """What the backend is, in words: the heuristic is a stand-in, not an LLM."""
     if backend == "heuristic":
-        from rlaif.heuristic import STAND_IN_NOTICE
-
         return {"name": backend, "is_llm": False, "description": "rule-based stand-in for the LLM (rlaif.heuristic)",
                 "note": f"{STAND_IN_NOTICE}; its labels are NOT an LLM's"}
     if backend == "random":
@@ -31,9 +32,6 @@ def annotate(datasets: Sequence[ObservationDataset], skill: str, settings: Annot
              work_dir: Path, progress: bool) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Labels the pairs of each dataset with one annotation run (:func:`rlaif.annotate.annotate_chunk`,
     one backend for all of them); the files land in ``work_dir``."""
-    from common.llm import DEFAULT_MODEL
-    from rlaif.annotate import AnnotationConfig, annotate_chunk
-
     messages = np.concatenate([d.messages[: 2 * d.num_pairs] for d in datasets])
     stats = np.concatenate([d.stats[: 2 * d.num_pairs] for d in datasets])
     data_dir = work_dir / "annotated"

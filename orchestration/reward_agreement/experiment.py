@@ -9,7 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from common.vocabulary import SKILLS
+from common.vocabulary import NUM_SKILLS, SKILLS
+from rl_baseline.sf.cfg import (
+    MOTIF_ENV,
+    ConfigError,
+    check_files,
+    meta_policy_task,
+    resolve_experiment_cfg,
+    uses_meta_policy,
+)
+from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
 
 from .config import AgreementConfig, AgreementError
 
@@ -35,9 +44,6 @@ def saved_setting(policy_dir: str | Path, key: str) -> Any:
 
 def saved_num_skills(policy_dir: str | Path) -> Optional[int]:
     """The skill count in the experiment's ``config.json`` (None when it does not say)."""
-    from common.vocabulary import NUM_SKILLS
-    from rl_baseline.sf.cfg import MOTIF_ENV
-
     try:
         saved = json.loads((Path(policy_dir) / "config.json").read_text())
     except (OSError, ValueError):
@@ -60,9 +66,6 @@ def load_experiment(cfg: AgreementConfig) -> Experiment:
     """The experiment's configuration for ``cfg.collect_mode``, checked against ``cfg.skill``.
 
     Raises :class:`AgreementError` naming the flag or file."""
-    from rl_baseline.sf.cfg import ConfigError, check_files, meta_policy_task, resolve_experiment_cfg, uses_meta_policy
-    from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
-
     skill_id = SKILLS.index(cfg.skill)
     check_trained_skill(cfg.policy_dir, cfg.skill, saved_num_skills(cfg.policy_dir))
     overrides: list[str] = []
@@ -112,7 +115,7 @@ def load_experiment(cfg: AgreementConfig) -> Experiment:
 
 def load_reward(reward_dir: Path, device: str) -> Any:
     """The skill's reward model; :class:`AgreementError` naming the folder when it cannot load."""
-    from rlaif.reward_model import RewardCheckpointError, load_skill_reward
+    from rlaif.reward_model import RewardCheckpointError, load_skill_reward  # lazy: pulls in torch
 
     try:
         return load_skill_reward(reward_dir, device=device)

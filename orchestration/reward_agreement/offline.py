@@ -4,6 +4,7 @@ file, seed and validation fraction saved in its checkpoint (:func:`offline_split
 the agreement section written for it (:func:`offline_section`)."""
 from __future__ import annotations
 
+import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +12,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from rlaif.dataset import ObservationDataset
-from rlaif.preferences import label_counts, label_shares
+from rlaif.dataset import DatasetError, ObservationDataset, load_dataset
+from rlaif.preferences import PreferenceError, label_counts, label_shares, load_preferences
 
 from .scoring import _mean, agreement_stats, pair_scores
 
@@ -42,10 +43,8 @@ def _resolve(path_text: str) -> Optional[Path]:
 
 def offline_split(checkpoint_path: Path) -> tuple[Optional[OfflineSplit], str]:
     """The validation split of the reward model's training data, or None and the reason."""
-    from rlaif.dataset import DatasetError, load_dataset
-    from rlaif.preferences import PreferenceError, load_preferences
-    from rlaif.reward_model import RewardCheckpointError, load_checkpoint
-    from rlaif.train_reward import RewardTrainingError, split_pairs
+    from rlaif.reward_model import RewardCheckpointError, load_checkpoint  # lazy: pulls in torch
+    from rlaif.train_reward import RewardTrainingError, split_pairs  # lazy: pulls in torch
 
     try:
         state = load_checkpoint(checkpoint_path)
@@ -74,9 +73,7 @@ def offline_split(checkpoint_path: Path) -> tuple[Optional[OfflineSplit], str]:
 
 def metrics_val_acc(reward_dir: Path) -> Optional[float]:
     """``val_acc`` of the last row of ``{reward_dir}/reward_metrics/metrics.csv`` (None if absent)."""
-    import csv
-
-    from rlaif.reward_model import METRICS_DIRNAME
+    from rlaif.reward_model import METRICS_DIRNAME  # lazy: pulls in torch
 
     path = reward_dir / METRICS_DIRNAME / "metrics.csv"
     if not path.is_file():

@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 
 from common.vocabulary import SKILLS
+from rl_baseline.collect.config import CollectConfig
 
 from .config import AgreementError
 from .rollouts import Rollouts
@@ -21,8 +22,7 @@ def sample_weights(rollouts: Rollouts, pair_sampling: str) -> Optional[np.ndarra
     """None (uniform over steps) or the offline collector's keep probability of each step."""
     if pair_sampling == "uniform":
         return None
-    from rl_baseline.collect.config import CollectConfig
-    from rl_baseline.collect.rollouts import keep_probability
+    from rl_baseline.collect.rollouts import keep_probability  # lazy: pulls in NLE
 
     defaults = CollectConfig(skill=SKILLS[0], num_pairs=1)
     w = np.array([keep_probability(m[0], m[1], s[0], s[1], defaults.sample_prob, defaults.uninformative_keep_prob,

@@ -46,7 +46,7 @@ def _message_row(raw: dict) -> np.ndarray:
 
 
 def _stats_row(raw: dict) -> np.ndarray:
-    from rl_baseline.collect.rollouts import stats_from_blstats
+    from rl_baseline.collect.rollouts import stats_from_blstats  # lazy: pulls in NLE
 
     return stats_from_blstats(raw["blstats"])
 
@@ -71,7 +71,7 @@ def collect_rollouts(envs: Sequence[Any], policy: Any, episodes: int, seed: int 
     A step is attributed to the skill active *during* it (the runtime may switch skills after
     the step). The final observation of a finished game (no status line, depth 0) is left
     out, as the offline collector does."""
-    from rlaif.reward_model import clip_depth_change
+    from rlaif.reward_model import clip_depth_change  # lazy: pulls in torch
 
     n = min(len(envs), int(episodes))
     rows_msg: list[np.ndarray] = []

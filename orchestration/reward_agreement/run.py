@@ -18,6 +18,9 @@ import numpy as np
 
 from common.atomic_io import atomic_write_text
 from common.vocabulary import SKILLS
+from rl_baseline.sf.cfg import SkillEnvConfig
+from rl_baseline.sf.checkpoints import CheckpointError
+from rl_baseline.sf.policy import load_policy
 from rlaif.dataset import ObservationDataset
 from rlaif.preferences import label_counts, label_shares
 
@@ -47,12 +50,9 @@ class CollectedData:
 
 def collect(cfg: AgreementConfig, exp: Experiment) -> CollectedData:
     """Plays the episodes with the experiment's policy and forms the pairs."""
-    import torch
+    import torch  # lazy: only when episodes are played; the package imports without torch
 
-    from rl_baseline.sf.cfg import SkillEnvConfig
-    from rl_baseline.sf.checkpoints import CheckpointError
-    from rl_baseline.sf.env import build_skill_env, register_envs
-    from rl_baseline.sf.policy import load_policy
+    from rl_baseline.sf.env import build_skill_env, register_envs  # lazy: pulls in NLE and torch
 
     register_envs()
     torch.manual_seed(int(cfg.seed))

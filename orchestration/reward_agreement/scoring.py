@@ -37,9 +37,9 @@ def agreement_stats(score_first: np.ndarray, score_second: np.ndarray, labels: n
     The reward training's validation accuracy rule
     (:func:`rlaif.train_reward.pair_accuracy_counts`): the model prefers the second sample
     when its score is strictly higher; ties and unknowns (labels 2/3) are not counted."""
-    import torch
+    import torch  # lazy: only to score; the package imports without torch
 
-    from rlaif.train_reward import pair_accuracy_counts
+    from rlaif.train_reward import pair_accuracy_counts  # lazy: pulls in torch
 
     labels = np.asarray(labels, dtype=np.int64)
     first = np.asarray(score_first, dtype=np.float64)
@@ -55,7 +55,7 @@ def agreement_stats(score_first: np.ndarray, score_second: np.ndarray, labels: n
 
 def score_samples(reward: Any, messages: np.ndarray, depth_change: np.ndarray) -> np.ndarray:
     """Normalised reward-model scores of current messages [N, 256] with depth changes [N]."""
-    from rlaif.reward_model import clip_depth_change
+    from rlaif.reward_model import clip_depth_change  # lazy: pulls in torch
 
     depth = clip_depth_change(np.asarray(depth_change, dtype=np.float32).reshape(-1))
     out = [reward.score(messages[i:i + SCORE_BATCH], depth[i:i + SCORE_BATCH])
