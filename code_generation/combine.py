@@ -41,6 +41,7 @@ from code_generation.sandbox import (
 )
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S, CallTimeout, call_bounded
 from common.atomic_io import atomic_write_text
+from common.file_errors import read_text
 from common.vocabulary import check_task
 
 logger = logging.getLogger(__name__)
@@ -88,8 +89,6 @@ def _find_methods(path: Path) -> list[tuple[str, str]]:
 
 
 def _read_part(path: Path) -> str:
-    from common.file_errors import read_text
-
     return read_text(path, "Python source file", "Generate it again (python -m scripts.generate_code) or restore it",
                      CombineError)
 

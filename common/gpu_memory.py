@@ -129,7 +129,7 @@ def check_fits(model: str, config: dict[str, Any], gpu_bytes: Sequence[int], num
 def visible_gpu_bytes() -> list[int]:
     """Total memory of each visible CUDA GPU (empty without torch or a GPU)."""
     try:
-        import torch  # optional here: the vLLM environment has it, a CPU annotation run may not need it
+        import torch  # lazy: optional here (the vLLM environment has torch, a CPU annotation run may not)
     except ImportError:
         return []
     if not torch.cuda.is_available():

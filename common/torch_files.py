@@ -25,7 +25,7 @@ NUMPY_SCALAR_GLOBALS = [np.core.multiarray.scalar, np.dtype] + [type(np.dtype(t)
 
 def safe_load(path: str | os.PathLike, device: Any = "cpu") -> Any:
     """``torch.load`` with ``weights_only=True``, numpy numeric scalars allowed; errors propagate."""
-    import torch
+    import torch  # lazy: torch only when a file is read; --help imports this module
 
     with torch.serialization.safe_globals(NUMPY_SCALAR_GLOBALS):
         return torch.load(path, map_location=device, weights_only=True)

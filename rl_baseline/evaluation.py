@@ -347,10 +347,10 @@ def write_results(out_stem: Path, summary: dict, skill_names: tuple[str, ...]) -
                       release.get("stderr", "") if measure == "count" else "", "", ""])
 
     png_path = out_stem.with_suffix(".png")
-    import matplotlib  # the plot only: matplotlib takes a second to import, most callers never plot
+    import matplotlib  # lazy: the plot only; matplotlib takes a second to import, most callers never plot
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after matplotlib.use("Agg") picks the backend
 
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 3.5))
     label = "success rate" if summary["measure"] == "success" else "count per episode"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from common.nethack import blstats as B
 from common.nethack.messages import MESSAGE_LEN, decode_message
 from rlaif.dataset import HUNGER_NAMES, STAT_FIELDS
 
@@ -164,8 +165,6 @@ def group_messages(messages: list[str]) -> tuple[list[str], list[int]]:
 
 def status_line(blstats: np.ndarray) -> str:
     """One observation's stats as NetHack's bottom line writes them: ``Dlvl:2 $:14 HP:9(12) Xp:1 Hungry``."""
-    from common.nethack import blstats as B
-
     b = [int(v) for v in np.asarray(blstats).reshape(-1)]
     hunger = b[B.BL_HUNGER]
     hunger_text = _STATUS_HUNGER[hunger] if 0 <= hunger < len(_STATUS_HUNGER) else f"hunger {hunger}"

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from common.atomic_io import atomic_write
+from common.file_errors import check_array, load_npz, reading
 from common.nethack.messages import MESSAGE_LEN, decode_message, encode_message
 
 STAT_FIELDS: tuple[str, ...] = ("depth", "gold", "hp", "hpmax", "xp_level", "hunger")
@@ -153,8 +154,6 @@ _DATASET_REMEDY = ("Collect it again (python -m scripts.collect_dataset --skill 
 def load_dataset(path: str | os.PathLike) -> ObservationDataset:
     """Loads ``.npz`` (no pickles) or the authors' ``.pkl`` (restricted unpickler); any damage, or a
     file of another kind, is a :class:`DatasetError` naming the file."""
-    from common.file_errors import check_array, load_npz, reading
-
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"dataset file not found: {path}")

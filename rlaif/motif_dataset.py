@@ -42,10 +42,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from common.atomic_io import atomic_save_npy
 from common.nethack import blstats as B
 from common.nethack.messages import MESSAGE_LEN
 from rlaif.dataset import STAT_INDEX, ObservationDataset
-from rlaif.preferences import UNKNOWN, PreferenceError, validate_preferences
+from rlaif.preferences import TIE, UNKNOWN, PreferenceError, label_counts, load_preferences, validate_preferences
 
 logger = logging.getLogger(__name__)
 
@@ -249,9 +250,6 @@ def rule_preferences(directory: str | os.PathLike, kind: str, name: str | None =
     ``info/score`` (``score``) or the higher sum of ``data/rewards`` (``return``) is preferred; equal
     values are a tie. Labels 0-2 of an existing file are kept unless ``ignore_existing``; the file
     ``preference/{name or kind}.npy`` (int8) is written whole or not at all."""
-    from common.atomic_io import atomic_save_npy
-    from rlaif.preferences import TIE, label_counts
-
     if kind == "score":
         layout = open_motif_layout(directory, info_keys=("score",))
         values = np.asarray(layout.info["score"], dtype=np.float64).reshape(layout.num_pairs, 2, -1).sum(axis=2)
@@ -288,8 +286,6 @@ def skill_preferences(preference_dir: str | os.PathLike, skill: str, num_pairs: 
     """The preference files to export with a skill's dataset: ``annotators`` (each must exist and fit),
     or every ``{preference_dir}/*.npy`` with ``skill`` as a ``_``-separated part of its name and
     ``num_pairs`` labels (others of the skill are skipped with a warning)."""
-    from rlaif.preferences import load_preferences
-
     pdir = Path(preference_dir)
     out: dict[str, np.ndarray] = {}
     if annotators:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from common.atomic_io import atomic_save_npy
+from common.file_errors import load_npy
 
 FIRST, SECOND, TIE, UNKNOWN = 0, 1, 2, 3
 LABEL_NAMES: dict[int, str] = {FIRST: "first", SECOND: "second", TIE: "tie", UNKNOWN: "unknown"}
@@ -43,8 +44,6 @@ def load_preferences(path: str | os.PathLike, num_pairs: int | None = None) -> n
     path = Path(path)
     if not path.exists():
         raise PreferenceError(f"preference file not found: {path}")
-    from common.file_errors import load_npy
-
     remedy = "Annotate the dataset again (python -m scripts.annotate_pairs ... --ignore_existing)"
     labels = load_npy(path, "preference file (.npy, one integer label 0-3 per pair)", remedy, PreferenceError)
     try:

@@ -47,6 +47,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlaif.dataset import STAT_INDEX
+
 ARCHS: tuple[str, ...] = ("release", "small", "motif")
 #: architectures whose shapes are fixed (the size fields of RewardModelConfig must keep their defaults)
 FIXED_ARCHS: tuple[str, ...] = ("release", "motif")
@@ -101,8 +103,6 @@ def release_diffstats(stats: np.ndarray) -> np.ndarray:
     the same four columns, which :func:`depth_diffstats` reproduces from the depth change.
     Both sides feed the model the same kind of input.
     """
-    from rlaif.dataset import STAT_INDEX
-
     stats = np.asarray(stats)
     if stats.ndim != 3 or stats.shape[1] != 2:
         raise ValueError(f"stats must be [N, 2, {len(STAT_INDEX)}] (before, after), got shape {stats.shape}")

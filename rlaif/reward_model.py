@@ -48,7 +48,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from common.file_errors import read_text
 from common.nethack.messages import MESSAGE_LEN
+from common.torch_files import load_error_reason, plain_numbers, safe_load
 from rlaif.reward_arch import FIXED_ARCHS, LEGACY_ARCH, MotifRewardModel, ReleaseRewardModel, check_arch
 
 logger = logging.getLogger(__name__)
@@ -243,8 +245,6 @@ def read_quantile_csv(path: str | Path) -> dict[float, float]:
 
     A file cut short (its last line without its newline: the writer ends every row with one),
     not text, or not numbers is a :class:`RewardCheckpointError` naming it."""
-    from common.file_errors import read_text
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"reward quantile file not found: {path}")
@@ -294,8 +294,6 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dic
     files written elsewhere are read as numbers too (:func:`common.torch_files.safe_load`).
     Raises :class:`RewardCheckpointError` naming the file.
     """
-    from common.torch_files import load_error_reason, plain_numbers, safe_load
-
     path = Path(path)
     try:
         state = plain_numbers(safe_load(path, device))

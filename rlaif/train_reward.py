@@ -390,10 +390,10 @@ def _fmt(value: float) -> str:
 
 def plot_curves(metrics_csv: Path, out_png: Path) -> None:
     """Loss and accuracy (train/val) against iterations, from the metrics CSV."""
-    import matplotlib
+    import matplotlib  # lazy: the plot only; matplotlib takes a second to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after matplotlib.use("Agg") picks the backend
 
     rows = _read_csv_rows(metrics_csv)
     if not rows:

@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from common.nethack.messages import message_bytes
 from common.vocabulary import TASK_DESCRIPTIONS
 from rl_baseline.skills import MSG_MAX_KEYS
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
@@ -63,8 +64,8 @@ class Embedder:
         self.name = name
         self.path = resolve_model_path(name)
         try:
-            import torch
-            from sentence_transformers import SentenceTransformer
+            import torch  # lazy: optional; a missing one is reported as an EmbeddingModelError
+            from sentence_transformers import SentenceTransformer  # lazy: optional (sentence-transformers), as torch
         except ImportError as exc:
             raise EmbeddingModelError(f"sentence-transformers is not installed ({exc}); pip install -r "
                                       "requirements.txt") from exc
@@ -140,8 +141,6 @@ class EmbeddingReward(IntrinsicReward):
         return float(np.dot(vector, self._goal))
 
     def thresholded_score(self, skill_id: int, message: np.ndarray, depth_change: int, key: bytes | None = None) -> float:
-        from common.nethack.messages import message_bytes
-
         if key is None:
             key = message_bytes(message)
         ckey = (self._key, self.config.task, key)

@@ -99,7 +99,7 @@ def training_skill(cfg: Any) -> str | None:
 
 def check_detector(task: str, flag: str) -> str:
     """``task`` if it has a success detector; otherwise an error naming the flag and the tasks that have one."""
-    from rl_baseline.tasks.detectors import has_detector  # imports NLE: the flags stay light for --help
+    from rl_baseline.tasks.detectors import has_detector  # lazy: imports NLE; the flags stay light for --help
 
     if not has_detector(task):
         raise ConfigError(f"{flag} {task!r}: no success detector for this task (rl_baseline/tasks/detectors.py has "
@@ -174,7 +174,10 @@ def check_embedding_model(cfg: Any) -> None:
     """The embedding model loads (in this process, before any worker starts; a hub id is downloaded here once)."""
     if not uses_embedding(cfg):
         return
-    from rl_baseline.baselines.embedding_reward import EmbeddingModelError, load_embedder
+    from rl_baseline.baselines.embedding_reward import (  # lazy: numpy and the reward runtime; --help stays light
+        EmbeddingModelError,
+        load_embedder,
+    )
 
     try:
         load_embedder(cfg.embedding_model)

@@ -35,7 +35,7 @@ from common.nethack import blstats as B
 
 @functools.lru_cache(maxsize=1)
 def _oracle_glyph() -> int:
-    from nle import nethack  # NLE's C extension, only when an Oracle task first looks for the Oracle
+    from nle import nethack  # lazy: NLE's C extension, only when an Oracle task first looks for the Oracle
 
     for glyph in range(nethack.GLYPH_MON_OFF, nethack.GLYPH_PET_OFF):
         if nethack.permonst(nethack.glyph_to_mon(glyph)).mname == "Oracle":
@@ -85,7 +85,7 @@ class MotifTaskReward(gym.Wrapper):
         if not np.any(near == _oracle_glyph()):
             return False
         if self.task == "OracleSober":
-            from nle import nethack  # as in _oracle_glyph: NLE only for the Oracle tasks
+            from nle import nethack  # lazy: NLE only for the Oracle tasks, as in _oracle_glyph
 
             return not (int(obs["blstats"][B.BL_CONDITION]) & nethack.BL_MASK_HALLU)
         return True

@@ -5,11 +5,16 @@ import logging
 from pathlib import Path
 from typing import Optional
 
+import gymnasium as gym
 import numpy as np
 
+from common.nethack.actions import ACTIONS
 from common.vocabulary import NUM_SKILLS, skill_index
 from rl_baseline.collect.config import CollectError
 from rl_baseline.collect.policies import Policy
+from rl_baseline.models.obs import model_observation, model_observation_space
+from rl_baseline.sf.cfg import ConfigError, resolve_experiment_cfg
+from rl_baseline.sf.checkpoints import CheckpointError, load_newest
 
 logger = logging.getLogger(__name__)
 
@@ -39,20 +44,15 @@ class CheckpointPolicy(Policy):
         if not (path / "config.json").exists():
             raise CollectError(f"--checkpoint {checkpoint_dir}: no config.json (not a sample-factory experiment)")
         try:
-            import torch
-            from sample_factory.model.actor_critic import create_actor_critic
-            from sample_factory.model.model_utils import get_rnn_size
+            import torch  # lazy: optional; without torch this policy is a CollectError
+            from sample_factory.model.actor_critic import create_actor_critic  # lazy: optional (sample-factory)
+            from sample_factory.model.model_utils import get_rnn_size  # lazy: optional (sample-factory)
 
-            from common.nethack.actions import ACTIONS
-            from rl_baseline.models.obs import model_observation_space
-            from rl_baseline.sf.cfg import ConfigError, resolve_experiment_cfg
-            from rl_baseline.sf.checkpoints import CheckpointError, load_newest
-            from rl_baseline.sf.env import register_envs
+            from rl_baseline.sf.env import register_envs  # lazy: optional; imports torch (reward models)
         except ImportError as exc:
             raise CollectError(
                 f"policy 'checkpoint' is not available: the skill-policy code cannot be imported ({exc})"
             ) from exc
-        import gymnasium as gym
 
         # the saved network layout (no reward model or meta-policy is needed to act), then the latest checkpoint
         try:
@@ -91,9 +91,7 @@ class CheckpointPolicy(Policy):
             self.torch.manual_seed(int(self.rng.integers(2**62)))
 
     def act(self, obs: dict) -> int:
-        from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
-
-        from rl_baseline.models.obs import model_observation
+        from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs  # lazy: optional (sample-factory)
 
         model_obs = model_observation(obs, self.skill_id, self.num_skills)
         torch = self.torch

@@ -41,6 +41,7 @@ from common.nethack.messages import MESSAGE_LEN
 from rl_baseline.collect.config import POLICIES, CollectConfig, CollectError
 from rl_baseline.collect.explorer import ExplorerPolicy
 from rl_baseline.collect.policies import Policy, RandomPolicy
+from rl_baseline.envs import make_monk_env
 from rlaif.dataset import STAT_FIELDS, ObservationDataset, save_dataset
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def make_policy(name: str, rng: np.random.Generator, config: CollectConfig) -> P
     if name == "explorer":
         return ExplorerPolicy(rng, config.explorer)
     if name == "checkpoint":
-        from rl_baseline.collect.checkpoint_policy import CheckpointPolicy  # loads sample-factory
+        from rl_baseline.collect.checkpoint_policy import CheckpointPolicy  # lazy: brings rl_baseline.sf; rarely used
 
         if not config.checkpoint:
             raise CollectError("policy 'checkpoint' needs --checkpoint DIR")
@@ -76,8 +77,6 @@ def make_policy(name: str, rng: np.random.Generator, config: CollectConfig) -> P
 
 def make_env(config: CollectConfig) -> Any:
     """``NetHackScoreMonk-v1`` (``rl_baseline.envs.make_monk_env``) with the collection step limit."""
-    from rl_baseline.envs import make_monk_env
-
     return make_monk_env(max_episode_steps=int(config.max_episode_steps), character=config.character)
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import nle.dataset as nld
 import numpy as np
 from tqdm import tqdm
 
@@ -182,8 +183,6 @@ def detect_layout(ttyrec_dir: str | os.PathLike) -> str:
 
 def populate_database(config: ImportConfig, db_path: str) -> str:
     """Creates/extends the NLE dataset database; returns the dataset name to read."""
-    import nle.dataset as nld
-
     if not os.path.exists(db_path):
         nld.db.create(db_path)
     if config.ttyrec_dir:
@@ -214,8 +213,6 @@ def populate_database(config: ImportConfig, db_path: str) -> str:
 def import_ttyrecs(config: ImportConfig) -> ObservationDataset:
     """Replays the recorded games and returns ``2 * num_pairs`` samples (fewer only with ``allow_fewer``)."""
     config.validate()
-    import nle.dataset as nld
-
     with tempfile.TemporaryDirectory(prefix="ttyrec_db_") as tmp:
         db_path = str(config.db) if config.db else os.path.join(tmp, "ttyrecs.db")
         name = populate_database(config, db_path)

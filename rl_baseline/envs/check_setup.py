@@ -15,8 +15,8 @@ def _fail(what: str, fix: str) -> None:
 
 def main() -> None:
     try:
-        import nle
-        from nle import nethack
+        import nle  # lazy: optional; a failed NLE import is reported with its fix
+        from nle import nethack  # lazy: optional, as nle above
     except Exception as exc:  # noqa: BLE001 - any import failure gets the same fix
         _fail(f"cannot import NLE ({exc})", "pip install -r requirements.txt (needs nle==1.0.0)")
     version = getattr(nle, "__version__", "?")
@@ -24,7 +24,7 @@ def main() -> None:
     if not str(version).startswith("1.0"):
         _fail(f"NLE {version} installed", "pip install nle==1.0.0 (the version this project is tested with)")
 
-    from rl_baseline.envs.options import OPTIONS_FILE, OptionsFileError, read_options_file
+    from rl_baseline.envs.options import OPTIONS_FILE, OptionsFileError, read_options_file  # lazy: after the NLE check
 
     try:
         lines = read_options_file()
@@ -32,7 +32,7 @@ def main() -> None:
         _fail(str(exc), f"correct {OPTIONS_FILE}")
     print(f"ok: options file {OPTIONS_FILE} ({len(lines)} directives)")
 
-    from rl_baseline.envs import EnvConfigError, make_monk_env
+    from rl_baseline.envs import EnvConfigError, make_monk_env  # lazy: imports NLE; after the NLE check
 
     try:
         env = make_monk_env(max_episode_steps=10)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 _MASK = (1 << 63) - 1
 
 
@@ -49,8 +51,7 @@ def seed_run(seed: int) -> None:
     generated policies over skills (Python's ``random``, numpy's global generator)."""
     import random
 
-    import numpy as np
-    import torch
+    import torch  # lazy: torch only to seed a run; the environments import this module
 
     random.seed(int(seed))
     np.random.seed(int(seed) & 0xFFFFFFFF)

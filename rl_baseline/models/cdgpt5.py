@@ -52,11 +52,14 @@ from typing import Any
 import numpy as np
 import torch
 from nle import nethack
+from sample_factory.algo.utils.context import global_model_factory
+from sample_factory.model.actor_critic import default_make_actor_critic_func
 from sample_factory.model.encoder import Encoder
 from torch import nn
 
 from rl_baseline.models.obs import BLSTATS_SIZE, CROP_SIZE, MESSAGE_SIZE, MONK_FEATURES_SIZE, SPELL_KINDS
 from rl_baseline.models.render import CELL, NUM_CHARS, NUM_COLORS, glyph_atlas, render_grid_torch
+from rl_baseline.models.skill_heads import PerSkillHeadsActorCritic
 
 logger = logging.getLogger(__name__)
 
@@ -702,14 +705,8 @@ def adapt_sf_cfg(cfg: Any, obs_space: Any) -> Any:
 def make_cdgpt5_actor_critic(cfg: Any, obs_space: Any, action_space: Any) -> Any:
     """sample-factory's default actor-critic, built with :func:`adapt_sf_cfg`'s settings; with
     ``--policy_heads per_skill`` the ablation's one head per skill (:mod:`rl_baseline.models.skill_heads`)."""
-    from sample_factory.model.actor_critic import default_make_actor_critic_func
-
     cfg = adapt_sf_cfg(cfg, obs_space)
     if getattr(cfg, "policy_heads", "shared") == "per_skill":
-        from sample_factory.algo.utils.context import global_model_factory
-
-        from rl_baseline.models.skill_heads import PerSkillHeadsActorCritic
-
         if not getattr(cfg, "actor_critic_share_weights", True):
             raise ValueError("--policy_heads per_skill is built on the shared-weights actor-critic: drop "
                              "--actor_critic_share_weights False")
@@ -725,8 +722,6 @@ def register_cdgpt5() -> None:
     input preprocessing flags (see :func:`adapt_sf_cfg`); the recurrent core and the
     heads are sample-factory's own.
     """
-    from sample_factory.algo.utils.context import global_model_factory
-
     factory = global_model_factory()
     if factory.make_model_encoder_func is not make_cdgpt5_encoder:
         factory.register_encoder_factory(make_cdgpt5_encoder)

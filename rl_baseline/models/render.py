@@ -85,7 +85,7 @@ def _font_masks(cell: int) -> np.ndarray:
     box-filtered to ``cell x cell``. Control characters, space and bytes >= 127
     are blank (NetHack's tty output here is plain ASCII).
     """
-    from PIL import Image, ImageDraw, ImageFont
+    from PIL import Image, ImageDraw, ImageFont  # lazy: Pillow only to draw the font; evaluation imports this module
 
     try:
         font = ImageFont.load_default(size=4 * cell)

@@ -168,7 +168,7 @@ PAPER_DEFAULTS: dict[str, Any] = dict(
 
 def add_maestro_args(p: argparse.ArgumentParser) -> None:
     """Flags of the release's ``scripts.main`` that sample-factory does not have."""
-    from sample_factory.utils.utils import str2bool  # sample-factory: --help stays light without it
+    from sample_factory.utils.utils import str2bool  # lazy: sample-factory; --help stays light without it
 
     g = p.add_argument_group("MaestroMotif")
     g.add_argument("--reward_dir", type=str, default="[]",
@@ -330,7 +330,7 @@ def _translate_argv(argv: Sequence[str]) -> list[str]:
 
 def _default_device() -> str:
     try:
-        import torch  # torch: only when a GPU device is asked for
+        import torch  # lazy: torch only when a GPU device is asked for
 
         return "gpu" if torch.cuda.is_available() else "cpu"
     except Exception:  # pragma: no cover - torch is a hard dependency
@@ -368,7 +368,7 @@ def parse_quantiles(value: Any, num_skills: int) -> list[float]:
 
 
 def _parse_command_line(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args  # sample-factory: --help stays light
+    from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args  # lazy: sample-factory; --help stays light
 
     raw = list(sys.argv[1:] if argv is None else argv)
     argv = _translate_argv(raw)
@@ -412,7 +412,7 @@ def _with_saved_experiment(cfg: argparse.Namespace, required: bool,
     """The saved ``{train_dir}/{experiment}/config.json`` (or ``{config_dir}/config.json``) with this command's
     flags on top (as sample-factory's own loaders do); an evaluation's flags (:data:`EVAL_FLAGS`) always come
     from this command. Without a saved experiment: ``cfg`` itself, or :class:`ConfigError` if ``required``."""
-    from sample_factory.cfg.arguments import load_from_checkpoint  # sample-factory: --help stays light
+    from sample_factory.cfg.arguments import load_from_checkpoint  # lazy: sample-factory; --help stays light
 
     # sample-factory's own cfg_file() creates the experiment folder: a mistyped command must not
     path = os.path.join(config_dir or os.path.join(cfg.train_dir, cfg.experiment), "config.json")
@@ -497,7 +497,7 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
 
 def check_eval_args(cfg: Any) -> None:
     """The evaluation flags; :class:`ConfigError` (exit status 2) naming the flag."""
-    from rl_baseline.tasks.release_protocol import PROTOCOLS  # imports NLE
+    from rl_baseline.tasks.release_protocol import PROTOCOLS  # lazy: imports NLE
 
     protocol = getattr(cfg, "eval_protocol", "release")
     if protocol not in PROTOCOLS:
@@ -530,7 +530,7 @@ def check_command_line(cfg: argparse.Namespace) -> None:
     if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
         raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
     if getattr(cfg, "reward_encoder", None) is not None:
-        from rlaif.reward_arch import arch_of_reward_encoder  # imports torch
+        from rlaif.reward_arch import arch_of_reward_encoder  # lazy: imports torch
 
         try:
             arch_of_reward_encoder(cfg.reward_encoder)
@@ -594,7 +594,7 @@ def eval_dir_of(cfg: Any) -> str:
 
 def check_flags(cfg: argparse.Namespace) -> None:
     """Flag values and combinations that cannot work; :class:`ConfigError` naming the flag."""
-    from rl_baseline.skills.intrinsic_reward import (  # numpy and the reward runtime: not for --help
+    from rl_baseline.skills.intrinsic_reward import (  # lazy: numpy and the reward runtime; not for --help
         RewardConfigError,
         check_msg_max_keys,
     )
@@ -663,7 +663,7 @@ def check_flags(cfg: argparse.Namespace) -> None:
 def check_files(cfg: Any) -> list[float]:
     """The files the run reads, before any worker starts: every reward model loads and has its
     quantile, the meta-policy module passes the code check. Returns the per-skill thresholds."""
-    from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models  # loads torch models
+    from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models  # lazy: loads torch models
 
     thresholds: list[float] = []
     check_skill_policies(cfg)
@@ -705,7 +705,7 @@ def check_files(cfg: Any) -> list[float]:
                                "scored between it and 0 are rewarded negatively (check the annotator's label shares "
                                "and the skill's intrinsic/*_nonzero_frac)", d, q, thresholds[-1])
         if getattr(cfg, "reward_encoder", None) is not None:
-            from rlaif.reward_arch import arch_of_reward_encoder  # imports torch
+            from rlaif.reward_arch import arch_of_reward_encoder  # lazy: imports torch
 
             want = arch_of_reward_encoder(cfg.reward_encoder)
             for d, model in zip(cfg.reward_dirs, models):

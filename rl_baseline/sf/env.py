@@ -22,9 +22,16 @@ from typing import Any, Optional
 
 import gymnasium as gym
 
+from rl_baseline.baselines.embedding_reward import EmbeddingReward, EmbeddingRewardConfig
+from rl_baseline.baselines.llm_policy.meta import make_llm_meta_policy
 from rl_baseline.baselines.motif_tasks import MotifTaskReward
-from rl_baseline.sf.cfg import MOTIF_ENV, SKILL_ENV, SkillEnvConfig
+from rl_baseline.baselines.oni.env import make_oni_env
+from rl_baseline.baselines.oni.rewards import OnlineReward, OnlineRewardConfig
+from rl_baseline.baselines.task_reward import TaskSuccessReward
+from rl_baseline.envs import make_monk_env
+from rl_baseline.sf.cfg import MOTIF_ENV, ONI_ENVS, SKILL_ENV, SkillEnvConfig
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, build_intrinsic_reward
+from rl_baseline.skills.meta_policy import load
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
 
 logger = logging.getLogger(__name__)
@@ -32,8 +39,6 @@ logger = logging.getLogger(__name__)
 
 def make_base_env(max_episode_steps: int, **kwargs: Any) -> gym.Env:
     """The Monk environment of :mod:`rl_baseline.envs`."""
-    from rl_baseline.envs import make_monk_env
-
     return make_monk_env(max_episode_steps=max_episode_steps, **kwargs)
 
 
@@ -65,14 +70,10 @@ class StartDepth(gym.Wrapper):
 
 def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) -> SkillRuntime:
     """One skill environment (also used by evaluation and the benchmark, outside sample-factory)."""
-    from rl_baseline.sf.cfg import ONI_ENVS
-
     oni = config.env == MOTIF_ENV and config.root_env in ONI_ENVS
     if base_env is not None:
         env = base_env
     elif oni:
-        from rl_baseline.baselines.oni.env import make_oni_env
-
         env = make_oni_env(config.root_env, config.max_episode_steps)  # the task's reward is the env's own
     elif config.start_depth > 1:
         env = StartDepth(make_base_env(config.max_episode_steps, wizard=True, final_death=True), config.start_depth)
@@ -81,21 +82,15 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
     if config.env == MOTIF_ENV and not oni:
         env = MotifTaskReward(env, config.root_env)
     if config.task_reward is not None:  # the task-reward-plus-score baseline
-        from rl_baseline.baselines.task_reward import TaskSuccessReward
-
         env = TaskSuccessReward(env, config.task_reward, config.task_reward_bonus)
     reward: IntrinsicReward
     if config.embedding_task is not None:  # the embedding-similarity baseline
-        from rl_baseline.baselines.embedding_reward import EmbeddingReward, EmbeddingRewardConfig
-
         reward = EmbeddingReward(
             EmbeddingRewardConfig(config.embedding_task, config.embedding_model, config.embedding_threshold),
             beta=config.beta, llm_coef=config.llm_reward,
             extrinsic_coef=config.extrinsic_reward * config.game_reward_scale, msg_max_keys=config.msg_max_keys,
         )
     elif config.online_reward_type is not None:
-        from rl_baseline.baselines.oni.rewards import OnlineReward, OnlineRewardConfig
-
         reward = OnlineReward(
             OnlineRewardConfig(str(config.online_store_dir), config.online_reward_type, tuple(config.online_goals),
                                config.classification_threshold, config.bow_threshold),
@@ -116,13 +111,9 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
         factory = functools.partial(SingleSkillPolicy, config.forced_skill)
     elif config.task is not None and config.meta_llm is not None:
         # the hierarchical LLM policy: a language model picks the next skill, the task's module the rest
-        from rl_baseline.baselines.llm_policy.meta import make_llm_meta_policy
-
         factory = functools.partial(make_llm_meta_policy, config.task, config.code_seed, config.meta_policy_root,
                                     config.meta_llm)
     elif config.task is not None:
-        from rl_baseline.skills.meta_policy import load
-
         factory = functools.partial(load, config.task, config.code_seed, config.meta_policy_root)
     else:
         factory = SingleSkillPolicy
@@ -140,10 +131,10 @@ def make_sf_env(full_env_name: str, cfg: Any, env_config: Any = None, render_mod
 
 def register_envs() -> None:
     """Registers both environment names and the CDGPT5 model with sample-factory."""
-    from sample_factory.envs.env_utils import register_env
+    from sample_factory.envs.env_utils import register_env  # lazy: sample-factory; evaluation builds envs without it
 
     register_env(SKILL_ENV, make_sf_env)
     register_env(MOTIF_ENV, make_sf_env)
-    from rl_baseline.models.cdgpt5 import register_cdgpt5
+    from rl_baseline.models.cdgpt5 import register_cdgpt5  # lazy: imports sample-factory, as register_env
 
     register_cdgpt5()

@@ -72,7 +72,7 @@ def eval_dir(cfg: Any) -> Path:
 
 def _action_names() -> Optional[list[str]]:
     try:
-        from common.nethack.actions import ACTION_NAMES  # optional: the action names only label the trackers' input
+        from common.nethack.actions import ACTION_NAMES  # lazy: optional; the names only label the trackers' input
     except ImportError:
         return None
     return list(ACTION_NAMES)
@@ -122,7 +122,7 @@ class _LLMEpisodes:
 
 
 def _save_gif(frames: list[np.ndarray], path: Path) -> None:
-    from PIL import Image  # the video only (--save_video True)
+    from PIL import Image  # lazy: the video only (--save_video True)
 
     images = [Image.fromarray(f) for f in frames]
     if images:
@@ -135,7 +135,7 @@ def _save_gif(frames: list[np.ndarray], path: Path) -> None:
 def evaluate(cfg: Any) -> dict:
     """Runs the evaluation described in the module docstring on a finished configuration
     (:func:`rl_baseline.sf.cfg.resolve_cfg`); returns the summary dict."""
-    from rl_baseline.sf.env import (  # torch (the reward models): only when an evaluation runs
+    from rl_baseline.sf.env import (  # lazy: torch (the reward models) only when an evaluation runs
         build_skill_env,
         register_envs,
     )
@@ -236,7 +236,7 @@ def evaluate(cfg: Any) -> dict:
 def evaluate_root_env(cfg: Any) -> dict:
     """``scripts.main --evaluation True`` on a Motif run (a finished configuration): see
     :mod:`rl_baseline.baselines.motif_eval`, which has the episode loop and the summary."""
-    from rl_baseline.sf.env import (  # torch (the reward models): only when an evaluation runs
+    from rl_baseline.sf.env import (  # lazy: torch (the reward models) only when an evaluation runs
         build_skill_env,
         register_envs,
     )

@@ -29,7 +29,7 @@ class TorchPolicy:
     """The actor-critic with one recurrent state per game."""
 
     def __init__(self, actor_critic: Any, rnn_size: int, n_envs: int, device: Any, deterministic: bool) -> None:
-        import torch
+        import torch  # lazy: torch only once a policy is loaded
 
         self.model = actor_critic
         self.device = device
@@ -39,9 +39,9 @@ class TorchPolicy:
     def act(self, obs: list[dict], rows: Optional[np.ndarray] = None) -> np.ndarray:
         """Actions for ``obs``: one per game, or (``rows``) for those games only, ``obs[j]`` being game
         ``rows[j]``'s (the other games' recurrent states are left as they are)."""
-        import torch
-        from sample_factory.algo.utils.action_distributions import argmax_actions
-        from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs
+        import torch  # lazy: torch only once a policy is loaded
+        from sample_factory.algo.utils.action_distributions import argmax_actions  # lazy: sample-factory, as torch
+        from sample_factory.algo.utils.rl_utils import prepare_and_normalize_obs  # lazy: sample-factory, as torch
 
         with torch.no_grad():
             batch = {k: torch.from_numpy(np.stack([np.asarray(o[k]) for o in obs])).to(self.device) for k in obs[0]}
@@ -97,9 +97,9 @@ def load_policy(cfg: Any, observation_space: Any, action_space: Any, untrained: 
     The checkpoint must load and match the network: evaluation results must belong to the
     checkpoint the user asked for, so there is no fallback to an older file.
     """
-    import torch
-    from sample_factory.model.actor_critic import create_actor_critic
-    from sample_factory.model.model_utils import get_rnn_size
+    import torch  # lazy: torch only once a policy is loaded
+    from sample_factory.model.actor_critic import create_actor_critic  # lazy: sample-factory, as torch
+    from sample_factory.model.model_utils import get_rnn_size  # lazy: sample-factory, as torch
 
     device = torch.device("cuda" if cfg.device == "gpu" and torch.cuda.is_available() else "cpu")
     if untrained:

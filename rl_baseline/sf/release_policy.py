@@ -44,6 +44,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from common.atomic_io import atomic_write, atomic_write_json
+from common.torch_files import load_error_reason, plain_numbers, safe_load
+from rl_baseline.sf.cfg import ConfigError, parse_cfg
+from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +94,7 @@ def read_release_checkpoint(path: str | Path) -> dict[str, Any]:
 
     A bare state dict (tensor names -> tensors) is accepted and returned as ``{"model": ...}``.
     """
-    import torch
-
-    from common.torch_files import load_error_reason, plain_numbers, safe_load
+    import torch  # lazy: torch only to convert; the converter's --help stays light
 
     path = Path(path)
     if not path.is_file():
@@ -119,7 +120,7 @@ def map_release_state(release_model: dict[str, Any], expected: dict[str, Any], p
     """The release's tensors under this project's names, checked against ``expected`` (our model's
     state dict): raises :class:`ReleaseConversionError` naming the first missing, extra or
     mismatching tensor (release name, expected shape, found shape)."""
-    import torch
+    import torch  # lazy: torch only to convert; the converter's --help stays light
 
     names = release_name_map(rnn_num_layers)
     ours_unmapped = [k for k in expected if k not in names.values()]
@@ -162,7 +163,7 @@ def convert_optimizer(release_opt: Any, model: Any, cfg: Any, rnn_num_layers: in
     """Adam state for ``model``: the release's moments when they match parameter for parameter
     (its parameters come in :func:`release_name_map` order), else a fresh state. Returns
     (state dict, carried over)."""
-    import torch
+    import torch  # lazy: torch only to convert; the converter's --help stays light
 
     params = list(model.parameters())
     fresh = torch.optim.Adam(params, lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
@@ -204,8 +205,6 @@ def convert_optimizer(release_opt: Any, model: Any, cfg: Any, rnn_num_layers: in
 
 def release_cfg(train_dir: str, experiment: str, extra_args: Sequence[str] = ()) -> Any:
     """Our full configuration for the converted experiment (``--encoder_arch release``)."""
-    from rl_baseline.sf.cfg import ConfigError, parse_cfg
-
     extra = list(extra_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -228,12 +227,12 @@ def release_cfg(train_dir: str, experiment: str, extra_args: Sequence[str] = ())
 
 def build_release_actor_critic(cfg: Any) -> Any:
     """sample-factory 2's actor-critic for ``cfg`` (``--encoder_arch release``), on the CPU."""
-    import gymnasium as gym
-    from sample_factory.model.actor_critic import create_actor_critic
+    import gymnasium as gym  # lazy: gymnasium only to build the network
+    from sample_factory.model.actor_critic import create_actor_critic  # lazy: sample-factory only to build the network
 
-    from common.nethack.actions import ACTIONS
-    from rl_baseline.models.cdgpt5 import register_cdgpt5
-    from rl_baseline.models.obs import model_observation_space
+    from common.nethack.actions import ACTIONS  # lazy: imports NLE; only to build the network
+    from rl_baseline.models.cdgpt5 import register_cdgpt5  # lazy: imports sample-factory and torch
+    from rl_baseline.models.obs import model_observation_space  # lazy: imports NLE; only to build the network
 
     register_cdgpt5()
     return create_actor_critic(cfg, model_observation_space(int(cfg.num_skills)), gym.spaces.Discrete(len(ACTIONS)))
@@ -257,10 +256,8 @@ def convert_release_checkpoint(
     extra_args: Sequence[str] = (),
 ) -> ConversionResult:
     """Converts the release's ``checkpoint`` into ``{train_dir}/{experiment}`` (see the module docstring)."""
-    import torch
-    from sample_factory.cfg.arguments import cfg_dict
-
-    from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
+    import torch  # lazy: torch only to convert; the converter's --help stays light
+    from sample_factory.cfg.arguments import cfg_dict  # lazy: sample-factory only to convert
 
     checkpoint = Path(checkpoint)
     cfg = release_cfg(str(train_dir), experiment, extra_args)
@@ -309,7 +306,7 @@ def convert_release_checkpoint(
 
 
 def _count(value: Any, key: str, path: Path) -> int:
-    import torch
+    import torch  # lazy: torch only to convert; the converter's --help stays light
 
     if torch.is_tensor(value) and value.numel() == 1:
         value = value.item()

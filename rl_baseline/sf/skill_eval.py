@@ -228,7 +228,7 @@ def skill_env_config(cfg: Any) -> SkillEnvConfig:
 def evaluate_skill_with(cfg: Any, policy_kind: str, episodes: int, num_envs: int, seed: int = 0,
                         progress: bool = True, init_seed: int = 0) -> tuple[SkillEvalResult, dict]:
     """One policy (``trained``, ``untrained`` or ``random``) held on ``cfg.eval_skill``."""
-    from rl_baseline.sf.env import (  # torch (the reward models): only when an evaluation runs
+    from rl_baseline.sf.env import (  # lazy: torch (the reward models) only when an evaluation runs
         build_skill_env,
         register_envs,
     )

@@ -31,6 +31,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+from sample_factory.algo.runners.runner import AlgoObserver
+from sample_factory.algo.utils.misc import ExperimentStatus
+from sample_factory.envs.create_env import create_env
+from sample_factory.utils.utils import experiment_dir
+from signal_slot.signal_slot import EventLoopObject, Timer
 
 from common.atomic_io import atomic_write_json
 from rl_baseline.baselines.oni.annotator import AnnotatorConfig
@@ -38,6 +43,8 @@ from rl_baseline.baselines.oni.service import AnnotatorProcess, ServerError, ser
 from rl_baseline.baselines.oni.store import read_stats
 from rl_baseline.sf.cfg import ConfigError, online_goals, require_resolved
 from rl_baseline.sf.checkpoints import CheckpointError, checkpoint_dir, list_checkpoints, load_newest
+from rl_baseline.sf.env import register_envs
+from rl_baseline.sf.learner import MaestroParallelRunner, MaestroSerialRunner
 from rl_baseline.sf.wandb_run import finish_wandb, remember_run, start_wandb
 
 logger = logging.getLogger(__name__)
@@ -46,13 +53,7 @@ SKILL_STATS_FILE = "skill_stats.json"
 STAT_PREFIXES = ("skills/", "intrinsic/", "measures/")
 
 
-def _observer_base() -> type:
-    from sample_factory.algo.runners.runner import AlgoObserver  # sample-factory: only when a run starts
-
-    return AlgoObserver
-
-
-class StepCheckpointer(_observer_base()):  # type: ignore[misc]
+class StepCheckpointer(AlgoObserver):
     """Requests a checkpoint each time the env step count crosses a multiple of ``every``."""
 
     def __init__(self, every: int) -> None:
@@ -81,7 +82,7 @@ def skill_stat_means(runner: Any, policy_id: int = 0) -> dict[str, float]:
     return out
 
 
-class SkillStatsObserver(_observer_base()):  # type: ignore[misc]
+class SkillStatsObserver(AlgoObserver):
     def __init__(self, experiment_path: str) -> None:
         self.path = os.path.join(experiment_path, SKILL_STATS_FILE)
 
@@ -115,7 +116,7 @@ class SkillStatsObserver(_observer_base()):  # type: ignore[misc]
                            "the first ones are in the rollout workers' log with their tracebacks", errors)
 
 
-class OnlineStatsObserver(_observer_base()):  # type: ignore[misc]
+class OnlineStatsObserver(AlgoObserver):
     """The online annotator's statistics (``oni/stats.json``) as tensorboard scalars ``oni/...``."""
 
     KEYS = ("labels", "labels_per_s", "queue_length", "latency_s", "outages", "outage_seconds", "malformed",
@@ -148,9 +149,9 @@ class OnlineStatsObserver(_observer_base()):  # type: ignore[misc]
             if isinstance(share, (int, float)) and math.isfinite(float(share)):
                 writer.add_scalar(f"oni/label_share_{label}", float(share), env_steps)
 
+
 def log_online_summary(store_dir: str) -> None:
     """The annotator's final statistics, in one line of the training log."""
-
     stats = read_stats(store_dir) or {}
     logger.info("online annotation: %s labels (%s this run), %s outage(s) over %s s, %s malformed answer(s), "
                 "%s item(s) given up, %s waiting", stats.get("labels", 0), stats.get("labels_this_run", 0),
@@ -188,7 +189,7 @@ def _exitcode(proc: Any) -> Optional[int]:
     return getattr(inner, "exitcode", None)
 
 
-class ProcessWatchdog(_observer_base()):  # type: ignore[misc]
+class ProcessWatchdog(AlgoObserver):
     """Fails the run fast when a worker process dies (see the module docstring).
 
     Every ``interval`` seconds (a timer on the runner's event loop) the child processes are
@@ -196,6 +197,7 @@ class ProcessWatchdog(_observer_base()):  # type: ignore[misc]
     remaining components have not stopped ``grace`` seconds later, the runner's event loop
     is stopped directly so that the main process can exit.
     """
+
     def __init__(self, interval: float = 2.0, grace: float = 30.0) -> None:
         self.interval = float(interval)
         self.grace = float(grace)
@@ -207,7 +209,6 @@ class ProcessWatchdog(_observer_base()):  # type: ignore[misc]
     def on_start(self, runner: Any) -> None:
         if not _runner_processes(runner):
             return  # serial mode: errors surface in this process
-        from signal_slot.signal_slot import EventLoopObject, Timer  # sample-factory's event loop: only in a run
 
         class _Poll(EventLoopObject):  # signal-slot connects signals to methods of loop objects only
             def poll(poll_self) -> None:
@@ -218,8 +219,6 @@ class ProcessWatchdog(_observer_base()):  # type: ignore[misc]
         self._timer.timeout.connect(self._poll.poll)
 
     def check(self, runner: Any) -> None:
-        from sample_factory.algo.utils.misc import ExperimentStatus  # sample-factory: only in a run
-
         if self.failed_at is not None:
             if time.time() - self.failed_at > self.grace:
                 logger.error("components did not stop within %.0f s of the worker failure; stopping now", self.grace)
@@ -259,9 +258,6 @@ def probe_env(cfg: Any) -> None:
     sample-factory probes the environment in a child process and waits for its answer
     without a timeout, so an environment that cannot be built would hang the run there.
     """
-    from sample_factory.envs.create_env import create_env  # sample-factory: only in a run
-
-
     try:
         env = create_env(cfg.env, cfg=cfg, env_config=None)
         try:
@@ -301,12 +297,6 @@ def _without_sf_wandb(cfg: Any) -> Any:
 def train(cfg: Any) -> int:
     """Runs sample-factory training on a finished configuration (:func:`rl_baseline.sf.cfg.resolve_cfg`);
     returns its status code."""
-    from sample_factory.algo.utils.misc import ExperimentStatus  # sample-factory: only in a run
-    from sample_factory.utils.utils import experiment_dir  # sample-factory: only in a run
-
-    from rl_baseline.sf.env import register_envs  # the env builders import NLE and torch
-    from rl_baseline.sf.learner import MaestroParallelRunner, MaestroSerialRunner  # sample-factory's runners
-
     require_resolved(cfg, "training")
     check_resume(cfg)
     register_envs()

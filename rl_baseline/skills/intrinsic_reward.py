@@ -56,7 +56,7 @@ _MODEL_CACHE: dict[tuple[str, str], Any] = {}
 
 def load_reward_models(reward_dirs: Sequence[str], device: str = "cpu") -> list[Any]:
     """Loads each reward directory once per process (environments of a worker share them)."""
-    from rlaif.reward_model import RewardCheckpointError, load_skill_reward
+    from rlaif.reward_model import RewardCheckpointError, load_skill_reward  # lazy: torch; sf.cfg imports this module
 
     models = []
     for d in reward_dirs:

@@ -31,6 +31,8 @@ from common.nethack import blstats as B
 from common.nethack.messages import DESCENT_MESSAGE, WALL_MESSAGES, message_bytes
 from common.vocabulary import NUM_SKILLS, SKILLS
 from rl_baseline.envs.seeding import training_game_seed
+from rl_baseline.models import obs as model_obs
+from rl_baseline.models.obs import model_observation_space
 from rl_baseline.skills import REWARD_TIMINGS, SKILL_REWARDS
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SkillMeasures
@@ -101,8 +103,6 @@ class _ModelObservation:
     """
 
     def __init__(self) -> None:
-        from rl_baseline.models import obs as model_obs
-
         self._obs = model_obs
         self.out: Optional[dict] = None
         self.spell_kind = model_obs.NO_SPELL
@@ -142,8 +142,6 @@ class _ModelObservation:
 
 
 def _default_observation_space(num_skills: int) -> gym.spaces.Dict:
-    from rl_baseline.models.obs import model_observation_space
-
     return model_observation_space(num_skills)
 
 

@@ -169,8 +169,8 @@ class LLMClient:
         self.settings = settings
         if backend is None:
             check_backend(settings)
-            if settings.backend == "stand_in":
-                from rl_baseline.baselines.llm_policy import stand_in  # noqa: F401  (registers the backend)
+            if settings.backend == "stand_in":  # importing stand_in registers the backend
+                from rl_baseline.baselines.llm_policy import stand_in  # noqa: F401  # lazy: only when it is chosen
             backend = make_backend(
                 settings.backend, model=settings.model, base_url=settings.base_url, replay_path=settings.replay,
                 temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,

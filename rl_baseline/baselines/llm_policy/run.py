@@ -24,12 +24,14 @@ from typing import Any, Optional
 
 import gymnasium as gym
 
+from common.nethack.actions import ACTION_NAMES
 from common.vocabulary import TASK_MEASURE, check_eval_target
 from rl_baseline.baselines.llm_policy.agent import STEP_MESSAGES_KEY, LLMActionPolicy
 from rl_baseline.baselines.llm_policy.client import ClientStats, LLMClient, LLMSettings
 from rl_baseline.baselines.llm_policy.cost import CostClock, cost_section, update_cost_json
 from rl_baseline.baselines.llm_policy.prompts import PROMPT_KINDS
 from rl_baseline.baselines.llm_policy.render import RenderConfig
+from rl_baseline.envs import make_monk_env
 from rl_baseline.evaluation import run_evaluation, summarize, write_results
 
 logger = logging.getLogger(__name__)
@@ -133,9 +135,6 @@ def evaluate_llm_policy(cfg: LLMPolicyConfig, client: Optional[LLMClient] = None
 
     The backend is created (and checked) before any environment or file: a backend that cannot
     work raises :class:`common.llm.BackendError` with nothing written."""
-    from common.nethack.actions import ACTION_NAMES
-    from rl_baseline.envs import make_monk_env
-
     cfg.check()
     clock = CostClock().start()
     client = client or LLMClient(cfg.llm)

@@ -43,6 +43,8 @@ from rl_baseline.baselines.oni.store import (
     LabelStore,
     spool_records,
 )
+from rlaif.preferences import UNKNOWN
+from rlaif.prompts import parse_answer
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +137,7 @@ class Annotator:
         self.last_stats = 0.0
         self.trainer = None
         if config.reward_type in ("online_cls_reward_model", "online_motif"):
-            from rl_baseline.baselines.oni.models import OnlineTrainer
+            from rl_baseline.baselines.oni.models import OnlineTrainer  # lazy: torch; only the model annotators need it
 
             kind = "classifier" if config.reward_type == "online_cls_reward_model" else "ranker"
             self.trainer = OnlineTrainer(kind, config.reward_model_lr, config.reward_model_batch_size, config.seed)
@@ -207,9 +209,6 @@ class Annotator:
     def _parse(self, item: tuple, reply: str) -> Optional[dict[str, Any]]:
         kind = self.config.reward_type
         if kind == "online_motif":
-            from rlaif.preferences import UNKNOWN
-            from rlaif.prompts import parse_answer
-
             label = parse_answer(reply)
             return None if label == UNKNOWN else {"k": item[0], "a": item[1], "b": item[2], "y": int(label)}
         if kind == "cosine-bow":

@@ -32,6 +32,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from common.nethack.messages import message_bytes
 from rl_baseline.baselines.oni.store import CLASSIFIER_FILE, RANKER_FILE, LabelStore, MessageSpool
 from rl_baseline.skills import MSG_MAX_KEYS
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
@@ -123,7 +124,7 @@ class OnlineReward(IntrinsicReward):
             except FileNotFoundError:
                 return
             if mtime != self._model_mtime and mtime != self._failed_mtime:
-                from rl_baseline.baselines.oni.models import load_online_model
+                from rl_baseline.baselines.oni.models import load_online_model  # lazy: torch; only with a model file
 
                 kind = "classifier" if self.kind == "online_cls_reward_model" else "ranker"
                 try:
@@ -141,8 +142,6 @@ class OnlineReward(IntrinsicReward):
 
     # -- the score of one message
     def thresholded_score(self, skill_id: int, message: np.ndarray, depth_change: int, key: bytes | None = None) -> float:
-        from common.nethack.messages import message_bytes
-
         self.refresh()
         text = (key if key is not None else message_bytes(message)).decode("latin-1")
         self._announce(skill_id, text)
@@ -182,9 +181,9 @@ class OnlineReward(IntrinsicReward):
     def _network_score(self, text: str) -> float:
         if self._model is None:
             return 0.0
-        import torch
+        import torch  # lazy: torch only with a trained model
 
-        from rl_baseline.baselines.oni.models import encode_messages
+        from rl_baseline.baselines.oni.models import encode_messages  # lazy: imports torch, as above
 
         with torch.no_grad():
             codes = encode_messages([text])
