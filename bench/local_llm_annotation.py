@@ -2,8 +2,9 @@
 in-process through llama.cpp and through llama.cpp's own OpenAI-compatible server, measured in one run.
 
 For each skill's collected dataset (``{dataset_dir}/{skill}.npz``, ``scripts.collect_dataset``), the first
-``--num_pairs`` pairs are annotated by each configuration (in-process, then the server at each
-``--concurrency``), with the release's retry for replies without an answer. Reported per configuration: pairs/s,
+``--num_pairs`` pairs are annotated by each configuration (in-process through llama.cpp and transformers, then
+llama.cpp's server at each ``--concurrency``), asked as ``--answer_mode`` says (the release's way by default,
+with its retry for replies without an answer). Reported per configuration: pairs/s,
 replies asked again, pairs unusable after the retry; per skill (from the first configuration's labels): the label
 shares next to the rule-based stand-in's on the same pairs and the release's files' shares, agreement with the
 stand-in, and on the pairs where exactly one side went down a level, how often each annotator picked the descent.
@@ -94,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max_tokens", type=int, default=256, help="reply cap in tokens (default: %(default)s)")
     p.add_argument("--answer_mode", default="release", choices=ANSWER_MODES,
                    help="how the answer is asked (scripts.annotate_pairs --answer_mode; default: %(default)s)")
+    p.add_argument("--in_process", default="llamacpp,transformers",
+                   help="in-process backends to time, comma-separated (default: %(default)s)")
     p.add_argument("--no_in_process", action="store_true", help="time the server only")
     p.add_argument("--out", default=None, help="write the results as JSON here")
     args = p.parse_args(argv)
@@ -110,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             data_dir = str(work / "data")
             sub = _first_pairs(args.dataset_dir, skill, args.num_pairs, work / "data")
             runs: dict[str, dict[str, Any]] = {}
-            if not args.no_in_process:
-                runs["in-process (llamacpp)"] = _annotate(work / skill / "inproc", data_dir, skill, "llamacpp",
-                                                           **common)
+            for backend in ([] if args.no_in_process else [b for b in args.in_process.split(",") if b]):
+                runs[f"in-process ({backend})"] = _annotate(work / skill / f"inproc_{backend}", data_dir, skill,
+                                                             backend, **common)
             for c in concurrencies:
                 runs[f"server, concurrency {c}"] = _annotate(
                     work / skill / f"server{c}", data_dir, skill, "openai", base_url=url,

@@ -31,7 +31,7 @@ Backends:
 
 Replies restricted to fixed lines: :meth:`Backend.complete_choice` makes the reply exactly one of a few
 strings (e.g. ``Answer: 1`` / ``Answer: 2`` / ``Answer: none``) by constrained decoding: ``llamacpp`` by
-masking the logits to the choices' tokens; ``openai`` by sending a GBNF grammar (:func:`choice_grammar`) as ``grammar`` (llama.cpp's server)
+masking the logits to the choices' tokens, ``transformers`` through ``prefix_allowed_tokens_fn``; ``openai`` by sending a GBNF grammar (:func:`choice_grammar`) as ``grammar`` (llama.cpp's server)
 and the list as ``structured_outputs.choice`` (vLLM's server), each server reading its own field. The other
 backends refuse with a :class:`BackendError` naming the ones that can. A small model that never ends its
 reply in the asked form (SmolLM2-135M) still gives usable labels this way; the paper's annotator needs none.
@@ -78,7 +78,7 @@ Conversation = list[dict[str, str]]
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
 #: the backends that can restrict a reply to fixed choices (:meth:`Backend.complete_choice`)
-CHOICE_BACKENDS: tuple[str, ...] = ("llamacpp", "openai")
+CHOICE_BACKENDS: tuple[str, ...] = ("llamacpp", "transformers", "hf-local", "openai")
 BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "llamacpp", "heuristic", "random", "replay")
 #: The paper's annotator (Llama 3.1 70B Instruct) and code generator (Llama 3.1 405B Instruct), as
 #: Hugging Face names them.
@@ -148,8 +148,8 @@ class Backend:
         """Replies each of which is exactly one of ``choices`` (constrained decoding); backends that
         can constrain their decoding override this."""
         raise BackendError(
-            f"{self.describe()} cannot restrict a reply to fixed choices; use --backend llamacpp, or --backend "
-            "openai against llama.cpp's server (scripts.serve_local_llm) or vLLM's"
+            f"{self.describe()} cannot restrict a reply to fixed choices; use --backend llamacpp or transformers, "
+            "or --backend openai against llama.cpp's server (scripts.serve_local_llm) or vLLM's"
         )
 
     def chat(self, messages: Conversation) -> str:
@@ -532,12 +532,36 @@ class TransformersBackend(Backend):
         return [c.text for c in self.complete(conversations)]
 
     def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
+        return self._complete(conversations, None)
+
+    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str]) -> list[Completion]:
+        """transformers' ``prefix_allowed_tokens_fn``: each step may only continue one of the choices' token
+        sequences, then end the turn."""
+        choice_grammar(choices)  # refuses an empty list
+        tok = self.tokenizer
+        sequences = [tok(c, add_special_tokens=False)["input_ids"] for c in choices]
+        end = self.model.generation_config.eos_token_id
+        end = end[0] if isinstance(end, (list, tuple)) else end
+        return self._complete(conversations, (sequences, int(end)))
+
+    def _complete(self, conversations: Sequence[Conversation],
+                  restrict: tuple[list[list[int]], int] | None) -> list[Completion]:
         torch, tok, s = self._torch, self.tokenizer, self.sampling
         texts = [_chat_text(tok, c) for c in conversations]
         batch = tok(
             texts, return_tensors="pt", padding=True, add_special_tokens=False, return_token_type_ids=False
         ).to(self.device)
         kwargs: dict[str, Any] = {"max_new_tokens": s.max_tokens, "pad_token_id": tok.pad_token_id}
+        if restrict is not None:
+            sequences, end = restrict
+            start = batch["input_ids"].shape[1]  # left padding: every row's reply starts here
+
+            def allowed(_: int, ids: Any) -> list[int]:
+                done = ids[start:].tolist()
+                return sorted({seq[len(done)] if len(done) < len(seq) else end
+                               for seq in sequences if seq[:len(done)] == done} or {end})
+
+            kwargs["prefix_allowed_tokens_fn"] = allowed
         if s.temperature > 0:
             kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None)
         else:

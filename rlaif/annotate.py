@@ -307,7 +307,7 @@ def check_annotation_flags(cfg: "AnnotationConfig") -> None:
         raise FlagError(f"--answer_mode {cfg.answer_mode!r}: expected one of {', '.join(ANSWER_MODES)}")
     if cfg.answer_mode != "release" and not cfg.merge and cfg.backend not in CHOICE_BACKENDS:
         raise FlagError(f"--answer_mode {cfg.answer_mode} restricts replies by constrained decoding, which --backend "
-                        f"{cfg.backend} cannot do; use --backend {' or '.join(CHOICE_BACKENDS)}")
+                        f"{cfg.backend} cannot do; use --backend {', '.join(CHOICE_BACKENDS)}")
 
 
 def chunk_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:

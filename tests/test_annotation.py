@@ -719,8 +719,8 @@ def test_constrained_answers_need_a_backend_that_can_constrain(tmp_path, capsys)
     assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", "--answer_mode", "constrained")) == 2
     err = capsys.readouterr().err
     assert "--answer_mode constrained restricts replies by constrained decoding, which --backend heuristic" in err
-    assert "use --backend llamacpp or openai" in err and not (tmp_path / "preference").exists()
-    with pytest.raises(BackendError, match="cannot restrict a reply to fixed choices; use --backend llamacpp"):
+    assert "use --backend llamacpp, transformers, hf-local, openai" in err and not (tmp_path / "preference").exists()
+    with pytest.raises(BackendError, match="cannot restrict a reply to fixed choices; use --backend llamacpp or transformers"):
         make_backend("random").complete_choice([[{"role": "user", "content": "?"}]], ANSWER_CHOICES)
     cfg = config(tmp_path, backend="openai", base_url="http://127.0.0.1:9/v1", layout="motif",
                  answer_mode="constrained")

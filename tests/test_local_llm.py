@@ -18,6 +18,7 @@ import pytest
 
 from common.llm import BackendError, make_backend
 from common.local_models import LOCAL_MODELS, LocalModelError, gguf_token_ids, local_model_file
+from rlaif.annotate import AnnotationConfig, annotate_chunk
 from rlaif.preferences import load_preferences
 from rlaif.prompts import ANSWER_CHOICES
 from scripts import annotate_pairs, serve_local_llm
@@ -68,6 +69,24 @@ def test_transformers_runs_the_real_model_and_stops_at_the_end_of_its_turn(smoll
     assert "4" in c.text
     # it stopped at <|im_end|> rather than running to max_tokens (the bug of transformers' GGUF conversion)
     assert 0 < c.completion_tokens < 48 and c.prompt_tokens > 20
+
+
+@pytest.mark.slow
+def test_transformers_restricts_the_real_models_reply_to_the_choices(smollm_transformers, tmp_path) -> None:
+    """prefix_allowed_tokens_fn keeps every reply of a left-padded batch to one answer line, ended at once;
+    through the annotation loop every pair gets a label."""
+    questions = [QUESTION, [{"role": "user", "content": "Which is larger, 3 or 5? A much longer question, so "
+                                                         "that the batch is padded on the left."}]]
+    replies = smollm_transformers.complete_choice(questions, ANSWER_CHOICES)
+    assert [c.text in ANSWER_CHOICES for c in replies] == [True, True]
+    assert all(c.completion_tokens <= 4 for c in replies)  # the choice's tokens, then the end of the turn
+    write_dataset(tmp_path, "descender", make_dataset(3))
+    cfg = AnnotationConfig(goal_key="descender", directory=str(tmp_path / "og_dataset"),
+                           preference_dir=str(tmp_path / "preference"), logdir=str(tmp_path / "logs"),
+                           backend="transformers", model="smollm2-135m", answer_mode="constrained", progress=False)
+    summary = annotate_chunk(cfg, backend=smollm_transformers)
+    assert summary.unparseable == 0 and summary.retried == 0 and set(summary.merged.tolist()) <= {0, 1, 2}
+    assert summary.prompt_tokens > 3 * 300 and summary.completion_tokens <= 3 * 4
 
 
 @pytest.mark.slow

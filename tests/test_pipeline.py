@@ -221,7 +221,7 @@ def test_training_flags_are_shared_by_training_and_evaluation():
 
 
 def test_the_small_presets_can_annotate_with_smollm2_and_say_so(capsys):
-    """--annotator smollm2: every annotation phase runs the real model through llama.cpp (pairs without a usable
+    """--annotator smollm2: every annotation phase runs the real model through transformers (pairs without a usable
     answer stay unlabelled rather than stopping the run), and the plan and banner name it; the paper preset refuses."""
     from orchestration.pipeline import build_plan, make_config
     from scripts.pipeline import main
@@ -231,12 +231,13 @@ def test_the_small_presets_can_annotate_with_smollm2_and_say_so(capsys):
     assert len(annotate) == 5
     for ph in annotate:
         args = ph.args
-        assert args[args.index("--backend") + 1] == "llamacpp" and args[args.index("--model") + 1] == "smollm2-135m"
+        assert args[args.index("--backend") + 1] == "transformers" and args[args.index("--model") + 1] == "smollm2-135m"
         assert args[args.index("--max_unusable_share") + 1] == "1" and "real language model" in ph.note
         # asked for the answer line alone under constrained decoding, and the note says so
         assert args[args.index("--answer_mode") + 1] == "constrained" and "constrained answers" in ph.note
     free = [ph for ph in build_plan(make_config("smoke", annotator="smollm2-free")) if ph.stage == "annotate"]
-    assert all(ph.args[ph.args.index("--answer_mode") + 1] == "release" and "answers" not in ph.note for ph in free)
+    assert all(ph.args[ph.args.index("--answer_mode") + 1] == "release" and "answers" not in ph.note
+               and ph.args[ph.args.index("--backend") + 1] == "llamacpp" for ph in free)
     stand_in = [ph for ph in build_plan(make_config("smoke")) if ph.stage == "annotate"]
     assert all("--model" not in ph.args and "stand-in" in ph.note for ph in stand_in)
     assert main(["--preset", "paper", "--annotator", "smollm2", "--dry_run"]) == 2
