@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common.llm import Backend
 from common.nethack.messages import encode_message
 from rlaif.dataset import ObservationDataset, save_dataset
 from rlaif.motif_dataset import (
@@ -358,7 +359,7 @@ def test_motifs_score_and_return_annotators(tmp_path):
     assert not (out / "preference" / "s2.npy").exists()
 
 
-class _CountingBackend:
+class _CountingBackend(Backend):
     """Answers "2" to everything and remembers the prompts it got."""
 
     def __init__(self):
