@@ -495,8 +495,8 @@ class TransformersBackend(Backend):
     ) -> None:
         """``device_map="auto"`` (needs ``accelerate``) spreads a large model over all GPUs;
         otherwise the model is moved to ``device`` (default: CUDA if available, else CPU)."""
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        import torch  # lazy: heavy, and only this backend needs it
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: heavy, and only this backend needs it
 
         self._torch = torch
         self.sampling = sampling or SamplingConfig()
@@ -625,7 +625,7 @@ class LlamaCppBackend(Backend):
         **_: Any,
     ) -> None:
         try:
-            import llama_cpp
+            import llama_cpp  # lazy: optional (llama-cpp-python, requirements-local-llm.txt)
         except ImportError as exc:
             raise BackendError(f"the llamacpp backend needs llama-cpp-python ({exc}): {LLAMA_CPP_INSTALL}") from exc
         path = _local_file(model)
@@ -727,7 +727,7 @@ class VLLMBackend(Backend):
         **llm_kwargs: Any,
     ) -> None:
         try:
-            import vllm  # optional: only the vLLM environment (requirements-vllm.txt) has it
+            import vllm  # lazy: optional, only the vLLM environment (requirements-vllm.txt) has it
         except ImportError as exc:
             raise BackendError(VLLM_MISSING.format(why=f"vllm is not installed ({exc})")) from exc
         gpu_bytes = visible_gpu_bytes()

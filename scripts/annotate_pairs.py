@@ -16,8 +16,11 @@ import argparse
 import logging
 import sys
 
+from common.flag_checks import FlagError
+from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BACKENDS, DEFAULT_MODEL, BackendError
 from common.vocabulary import SKILLS
+from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags, chunk_path
 from rlaif.prompts import ANSWER_MODES
 
 
@@ -118,10 +121,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Imported here so that --help stays instant.
-    from common.flag_checks import FlagError
-    from common.interrupts import interrupted_exit, sigterm_raises
-    from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags, chunk_path
 
     if args.backend not in BACKENDS and args.backend != "hf-local":
         print(f"error: --backend {args.backend!r} is unknown; valid backends: {', '.join(BACKENDS)}", file=sys.stderr)

@@ -188,3 +188,43 @@ def test_a_new_circle_is_found():
     graph["common.vocabulary"].add("orchestration.pipeline")
     assert any("common/vocabulary.py" in cycle and "orchestration/pipeline.py" in cycle
                for cycle in _cycles(graph) - ALLOWED_CYCLES)
+
+
+# ------------------------------------------------------------------ imports at the top of files
+
+#: third-party packages whose import inside a function must say why, like the project's own
+HEAVY = {"torch", "sample_factory", "nle", "numpy", "vllm", "transformers", "llama_cpp", "sentence_transformers",
+         "matplotlib", "imageio", "PIL", "gymnasium"}
+
+
+def _function_imports_without_a_reason() -> list[str]:
+    """Imports of the project's modules (or of HEAVY packages) inside a function whose first line does not end
+    with a ``# lazy: <why>`` comment."""
+    bad = []
+    for module, path in MODULES.items():
+        source = path.read_text()
+        lines = source.splitlines()
+        for fn in ast.walk(ast.parse(source)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    names = [_absolute(module, node)]
+                else:
+                    continue
+                tops = {n.split(".")[0] for n in names}
+                if not tops & (set(PACKAGES) | HEAVY):
+                    continue
+                comment = lines[node.lineno - 1].partition("#")[2]
+                if "lazy:" not in comment or not comment.split("lazy:", 1)[1].strip():
+                    bad.append(f"{path.relative_to(REPO)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return bad
+
+
+def test_every_import_inside_a_function_says_why_it_is_not_at_the_top() -> None:
+    """Imports sit at the top of a file, where a reader sees what the file depends on; one kept in a function
+    (an expensive or optional package, a --help kept light) carries ``# lazy: <why>`` on its line."""
+    bad = _function_imports_without_a_reason()
+    assert not bad, "imports inside functions without a '# lazy: <why>' comment:\n" + "\n".join(bad)
