@@ -80,7 +80,11 @@ def _annotate(root: Path, dataset_dir: str, skill: str, backend: str, **kw: Any)
     summary = annotate_chunk(cfg)
     seconds = time.perf_counter() - t0
     labels = load_preferences(Path(summary.final_path), None) if summary.final_path else None
-    return {"seconds": seconds, "pairs": summary.annotated, "pairs_per_s": summary.annotated / seconds,
+    # pairs/s over the annotation loop only: loading the model (27 s for transformers' GGUF conversion) is
+    # reported apart, as it is paid once per run
+    return {"seconds": seconds, "load_seconds": seconds - summary.seconds, "pairs": summary.annotated,
+            "pairs_per_s": summary.annotated / summary.seconds if summary.seconds > 0 else 0.0,
+            "prompt_tokens": summary.prompt_tokens, "completion_tokens": summary.completion_tokens,
             "retried": summary.retried, "unusable_after_retry": summary.unparseable,
             "labels": None if labels is None else labels.tolist(), "log": str(root / "logs")}
 
@@ -132,10 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         server.wait(timeout=30)
     print(f"{args.model}, {args.num_pairs} pairs per skill, replies capped at {args.max_tokens} tokens, "
           f"answer mode {args.answer_mode}")
-    print("| configuration | skill | pairs/s | asked again | unusable after the retry |\n|---|---|---|---|---|")
+    print("| configuration | skill | pairs/s | model load (s) | tokens per pair | asked again | unusable after the "
+          "retry |\n|---|---|---|---|---|---|---|")
     for name, rows in results["configurations"].items():
         for r in rows:
-            print(f"| {name} | {r['skill']} | {r['pairs_per_s']:.3f} | {r['retried']} of {r['pairs']} | "
+            tokens = ("n/a" if r["prompt_tokens"] is None or not r["pairs"]
+                      else f"{(r['prompt_tokens'] + r['completion_tokens']) / r['pairs']:.0f}")
+            print(f"| {name} | {r['skill']} | {r['pairs_per_s']:.3f} | {r['load_seconds']:.1f} | {tokens} | "
+                  f"{r['retried']} of {r['pairs']} | "
                   f"{r['unusable_after_retry']} ({100 * r['unusable_after_retry'] / max(1, r['pairs']):.0f}%) |")
     print("| skill | shares (first/second/tie/unknown), LLM | stand-in | agreement | first among choices: LLM, "
           "stand-in | picks the descent: LLM, stand-in (pairs) |\n|---|---|---|---|---|---|")
