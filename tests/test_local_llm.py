@@ -141,16 +141,21 @@ def test_annotation_with_the_real_model_in_process(tmp_path, capsys) -> None:
     _assert_made_by(meta, labels, "llamacpp")
 
 
+def _annotated(root: Path, capsys, num_pairs: int, *args: str) -> tuple[np.ndarray, list[dict], dict]:
+    """``num_pairs`` made-up descender pairs annotated by SmolLM2 with ``args``: labels, log records, metadata."""
+    write_dataset(root, "descender", make_dataset(num_pairs))
+    rc = annotate_pairs.main(cli(root, "--model", "smollm2-135m", *args))
+    assert rc == 0, capsys.readouterr().err
+    return _real_labels(root, num_pairs)
+
+
 @pytest.mark.slow
 @needs_llama_cpp
 def test_constrained_answers_give_the_real_model_a_label_for_every_pair(tmp_path, capsys) -> None:
     """The paper's free reply leaves SmolLM2's pairs unusable (it repeats the prompt to the token cap); with
-    --answer_mode constrained llama.cpp's grammar makes every reply an answer line, so every pair is labelled."""
-    write_dataset(tmp_path, "descender", make_dataset(4))
-    rc = annotate_pairs.main(cli(tmp_path, "--backend", "llamacpp", "--model", "smollm2-135m",
-                                 "--answer_mode", "constrained", "--max_tokens", "8"))
-    assert rc == 0, capsys.readouterr().err
-    labels, records, meta = _real_labels(tmp_path, 4)
+    --answer_mode constrained llama.cpp keeps only the answer lines' tokens, so every pair is labelled."""
+    labels, records, meta = _annotated(tmp_path, capsys, 4, "--backend", "llamacpp", "--answer_mode", "constrained",
+                                       "--max_tokens", "8")
     assert set(labels.tolist()) <= {0, 1, 2}
     assert all(len(r["replies"]) == 1 and r["replies"][0] in ANSWER_CHOICES for r in records)
     _assert_made_by(meta, labels, "llamacpp", "smollm2-135m (constrained answers)")
@@ -202,12 +207,8 @@ def test_annotation_through_llama_cpps_own_server(smollm_server, tmp_path, capsy
 def test_a_constrained_retry_through_llama_cpps_server_ends_every_pair_with_an_answer(smollm_server, tmp_path,
                                                                                      capsys) -> None:
     """The server reads the grammar the client sends: the free first reply may ramble, the retry cannot."""
-    write_dataset(tmp_path, "descender", make_dataset(3))
-    rc = annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", smollm_server["url"],
-                                 "--model", "smollm2-135m", "--answer_mode", "constrained_retry",
-                                 "--max_tokens", "48", "--concurrency", "2"))
-    assert rc == 0, capsys.readouterr().err
-    labels, records, meta = _real_labels(tmp_path, 3)
+    labels, records, meta = _annotated(tmp_path, capsys, 3, "--backend", "openai", "--base_url", smollm_server["url"],
+                                       "--answer_mode", "constrained_retry", "--max_tokens", "48", "--concurrency", "2")
     assert set(labels.tolist()) <= {0, 1, 2}
     assert all(len(r["replies"]) == 1 or r["replies"][1] in ANSWER_CHOICES for r in records)
     _assert_made_by(meta, labels, "openai", "smollm2-135m (constrained_retry answers)")
