@@ -280,6 +280,13 @@ def chat_completions_url(base_url: str) -> str:
     return url + "/v1/chat/completions"
 
 
+def next_choice_tokens(sequences: Sequence[Sequence[int]], done: list[int], end: int) -> list[int]:
+    """The tokens a reply restricted to the choices' token ``sequences`` may take after ``done``: the next token
+    of every sequence ``done`` begins, or ``end`` (the end of the turn) once one is complete."""
+    return sorted({seq[len(done)] if len(done) < len(seq) else end
+                   for seq in sequences if list(seq[:len(done)]) == done} or {end})
+
+
 def choice_grammar(choices: Sequence[str]) -> str:
     """A GBNF grammar (llama.cpp's) whose only sentences are ``choices``."""
     if not choices:
@@ -556,12 +563,7 @@ class TransformersBackend(Backend):
             sequences, end = restrict
             start = batch["input_ids"].shape[1]  # left padding: every row's reply starts here
 
-            def allowed(_: int, ids: Any) -> list[int]:
-                done = ids[start:].tolist()
-                return sorted({seq[len(done)] if len(done) < len(seq) else end
-                               for seq in sequences if seq[:len(done)] == done} or {end})
-
-            kwargs["prefix_allowed_tokens_fn"] = allowed
+            kwargs["prefix_allowed_tokens_fn"] = lambda _, ids: next_choice_tokens(sequences, ids[start:].tolist(), end)
         if s.temperature > 0:
             kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None)
         else:
@@ -600,10 +602,8 @@ class _TokenChoices:
 
         if self.start is None:  # the first call comes right after the prompt
             self.start = len(input_ids)
-        done = [int(t) for t in input_ids[self.start:]]
-        allowed = {seq[len(done)] if len(done) < len(seq) else self.end
-                   for seq in self.sequences if seq[:len(done)] == done} or {self.end}
-        keep = np.fromiter(allowed, dtype=np.int64)
+        allowed = next_choice_tokens(self.sequences, [int(t) for t in input_ids[self.start:]], self.end)
+        keep = np.asarray(allowed, dtype=np.int64)
         masked = np.full_like(scores, -np.inf)
         masked[keep] = scores[keep]
         return masked
