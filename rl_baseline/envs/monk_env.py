@@ -431,26 +431,13 @@ class NetHackScoreMonk(NetHackScore):
         return agent_observation, reward, bool(done), bool(truncated), info
 
     def _reward_fn(self, last_observation: tuple, action: int, observation: tuple, end_status: Any) -> float:
-        """NLE's ``NetHackScore`` reward (score difference plus time penalty) in Python numbers."""
+        """The release's reward: the score difference only (its Monk env computes NLE's time penalty
+        and never adds it), in Python numbers. Motif's score task adds the penalty itself
+        (:class:`rl_baseline.baselines.motif_tasks.MotifTaskReward`)."""
         if not self.nethack.in_normal_game():
-            score_diff = 0  # before the game started and after it ended blstats are zero
-        else:
-            score_diff = int(observation[self._blstats_index][B.BL_SCORE]) - int(
-                last_observation[self._blstats_index][B.BL_SCORE]
-            )
-        return score_diff + self._get_time_penalty(last_observation, observation)
-
-    def _get_time_penalty(self, last_observation: tuple, observation: tuple) -> float:
-        """NLE's ``NetHackScore`` penalty for steps on which game time stands still, in its default
-        ``constant`` mode with Python numbers (NLE's numpy-scalar arithmetic cost 3% of a skill-env
-        step); the other modes are NLE's own."""
-        if self.penalty_mode != "constant":
-            return super()._get_time_penalty(last_observation, observation)
-        old_time = int(last_observation[self._blstats_index][B.BL_TIME])
-        new_time = int(observation[self._blstats_index][B.BL_TIME])
-        self._frozen_steps = self._frozen_steps + 1 if old_time == new_time else 0
-        penalty = self.penalty_step if self._frozen_steps > 0 else 0
-        return penalty + (new_time - old_time) * self.penalty_time
+            return 0.0  # before the game started and after it ended blstats are zero
+        return float(int(observation[self._blstats_index][B.BL_SCORE]) - int(
+            last_observation[self._blstats_index][B.BL_SCORE]))
 
     # ------------------------------------------------------------------ info
     def _after_level_check(self, observation: tuple) -> tuple:
