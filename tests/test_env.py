@@ -248,7 +248,7 @@ def test_drop_keeps_the_starting_letters_fixed_and_picks_as_the_release(wizard_e
     assert letter_of("ring") == "c"  # on a starting letter: kept
 
 
-def test_enhance_is_netHacks_own_command(wizard_env):
+def test_enhance_is_nethacks_own_command(wizard_env):
     """The release sends #enhance as it is: NetHack's list is closed like a --More-- and nothing is advanced.
     In wizard mode NetHack first asks whether to advance without practice; that question is declined and, as
     after every escape, what follows (the list) is left to the agent's next key. Before, the list was closed
