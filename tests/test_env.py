@@ -9,6 +9,7 @@ from nle import nethack
 import rl_baseline.envs  # noqa: F401  (registers the env)
 from common.nethack import blstats as B
 from common.nethack.actions import ACTIONS, action_index
+from common.nethack.messages import decode_message
 from rl_baseline.envs import ENV_ID, EnvConfigError, NetHackScoreMonk, make_monk_env, monk_env
 from rl_baseline.envs.options import OptionsFileError, nle_options, read_options_file
 from rl_baseline.tasks.detectors import make_task_tracker
@@ -199,6 +200,155 @@ def test_cast_heals_the_hero_and_leaves_other_directions_to_the_agent(env):
     assert env.last_observation[env._internal_index][1]
 
 
+def test_cast_of_a_healing_monk_always_ends_with_the_releases_dot(env):
+    """The release's cast macro sends the first spell, then '.' for a Monk that started with the healing book,
+    whether or not NetHack asks for a direction: with no energy left the spell fails and the '.' rests a move.
+    Before, '.' went only at "In what direction?", so a failed cast took no game time."""
+    env.seed(2, 3, reseed=False)  # the healing Monk of the test above
+    env.reset()
+    env.step(action_index("cast"))  # spends the energy
+    assert env.current_observation()["blstats"][B.BL_ENERGY] < 5
+    time_before = int(env.current_observation()["blstats"][B.BL_TIME])
+    messages = []
+    for _ in range(6):
+        _, _, _, _, info = env.step(action_index("cast"))
+        messages += info["messages"]
+    assert "You don't have enough energy to cast that spell." in messages
+    assert int(env.current_observation()["blstats"][B.BL_TIME]) > time_before  # six moves of a fast Monk rested
+
+
+def test_drop_keeps_the_starting_letters_fixed_and_picks_as_the_release(wizard_env):
+    """As in the release, the letters of the non-food starting items are fixed at reset: an item that later
+    takes such a letter (here by #adjust, after the spellbook was dropped) is never dropped. Of the other new
+    items the release drops the first of its Python set of letters: 'A' before 'j'. Before, a used-up
+    starting item freed its letter, and the first new item in inventory order went."""
+    obs, _ = wizard_env.reset(seed=3)
+    start = {chr(c): bytes(s).rstrip(b"\0").decode() for c, s, k in
+             zip(obs["inv_letters"], obs["inv_strs"], obs["inv_oclasses"]) if c}
+    assert start["c"].endswith("spellbook of protection") and "j" not in start and "A" not in start
+    wizard_env.wizard_keys("dc")  # the spellbook leaves: 'c' is free
+    wizard_env.wizard_keys("l")  # off the book
+    wizard_env.wizard_wish("uncursed ring of adornment")
+    wizard_env.wizard_wish("uncursed dagger")
+    wizard_env.wizard_wish("uncursed amulet of ESP")
+
+    def letter_of(name: str) -> str:
+        obs = wizard_env.current_observation()
+        return next(chr(c) for c, s in zip(obs["inv_letters"], obs["inv_strs"]) if name in bytes(s).decode())
+
+    for name, target in (("ring", "c"), ("dagger", "j"), ("amulet", "A")):
+        if letter_of(name) != target:
+            wizard_env.wizard_keys(b"\xe1" + letter_of(name).encode() + target.encode())  # M-a: #adjust
+        assert letter_of(name) == target
+    dropped = []
+    for _ in range(3):
+        _, _, _, _, info = wizard_env.step(action_index("drop"))
+        dropped += [m for m in info["messages"] if m.startswith("You drop")]
+    assert len(dropped) == 2 and "amulet" in dropped[0] and "dagger" in dropped[1], dropped  # wishes are not identified
+    assert letter_of("ring") == "c"  # on a starting letter: kept
+
+
+def test_enhance_is_nethacks_own_command(wizard_env):
+    """The release sends #enhance as it is: NetHack's list is closed like a --More-- and nothing is advanced.
+    In wizard mode NetHack first asks whether to advance without practice; that question is declined and, as
+    after every escape, what follows (the list) is left to the agent's next key. Before, the list was closed
+    within the step and the first skill that could be advanced was advanced."""
+    wizard_env.reset(seed=3)
+    _, _, _, _, info = wizard_env.step(action_index("enhance"))
+    assert "Advance skills without practice? [yn] (n)" in info["messages"]
+    game = wizard_env.unwrapped
+    assert game.last_observation[game._internal_index][3]  # the list waits for a key
+    screen = _screen(wizard_env.current_observation())
+    assert "Current skills" in screen and "martial arts" in screen
+    _, _, _, _, info = wizard_env.step(action_index("more"))
+    assert not game.last_observation[game._internal_index][3]
+    assert "Current skills" not in _screen(wizard_env.current_observation())
+    assert not any("skilled" in m for m in info["messages"])
+
+
+def test_continue_eating_is_left_to_the_agent(env):
+    """After the agent picks food, what the eating asks is the agent's to answer, as in the release (its loop
+    runs with the agent's questions kept): a sated Monk's second food ration asks "Continue eating?".
+    Before, the question was declined within the step ("You stop eating")."""
+    env.reset(seed=3)
+    for _ in range(2):  # two food rations ('f', the first food offered)
+        _, _, _, _, info = env.step(action_index("eat"))
+        assert info["message"].startswith("What do you want to eat? [f")
+        _, _, _, _, info = env.step(action_index("northwest"))
+    assert info["message"] == "Continue eating? [yn] (n)"
+    assert env.last_observation[env._internal_index][1]  # the question waits for the agent
+    assert info["just_eaten"] is True  # the first bites went down
+    _, _, _, _, info = env.step(action_index("southeast"))  # 'n'
+    assert "You stop eating the food ration." in info["messages"]
+
+
+def _release_step_message(screens: list[tuple[str, bool]]) -> str:
+    """The release's observed message for a step whose screens (message, waiting for --More--) followed one
+    another without a question: the first --More-- screen that held a kept message, kept through every later
+    --More--; else the last screen's message."""
+    kept = ("You descend the stairs.", "You climb up the stairs", "You are frozen")
+    return next((m for m, more in screens if more and any(k in m for k in kept)), screens[-1][0])
+
+
+def _ghoul_game(env, monkeypatch, steps: int = 60):
+    """A seeded wizard-mode game where a ghoul paralyses the searching hero, who dies now and then (wizard mode
+    asks "Die?", which is declined): yields, per step, its info and its screens (message, waiting for
+    --More--, a question or text prompt) after each key."""
+    env.reset(seed=3)
+    env.wizard_keys(b"\x07ghoul\r")
+    game = env.unwrapped
+    screens: list[tuple[str, bool, bool]] = []
+    press = game._press
+
+    def recording_press(key: int):
+        observation, done = press(key)
+        internal = observation[game._internal_index]
+        screens.append((decode_message(observation[game._message_index]), bool(internal[3]),
+                        bool(internal[1] or internal[2]) and not internal[3]))
+        return observation, done
+
+    monkeypatch.setattr(game, "_press", recording_press)
+    for _ in range(steps):
+        screens.clear()
+        _, _, terminated, truncated, info = env.step(action_index("search"))
+        assert not (terminated or truncated)
+        yield info, list(screens)
+
+
+@pytest.mark.game_calendar
+def test_frozen_message_stays_through_every_later_more_of_the_step(wizard_env, monkeypatch):
+    """Once "You are frozen" was shown at a --More--, the release keeps that message through every later
+    --More-- of the step (it reads the message from the observation it already replaced): the step that ends
+    with "You can move again." shows the freeze. Before, the next --More-- dropped it."""
+    frozen_over_two_mores = 0
+    for info, screens in _ghoul_game(wizard_env, monkeypatch):
+        if any(question for _, _, question in screens):
+            continue
+        assert info["message"] == _release_step_message([(m, more) for m, more, _ in screens]), screens
+        frozen_over_two_mores += any(more and "You are frozen" in m for m, more, _ in screens[:-2])
+    assert frozen_over_two_mores >= 1
+
+
+@pytest.mark.game_calendar
+def test_after_an_escape_the_next_more_waits_for_the_agents_key(wizard_env, monkeypatch):
+    """The release handles one question per step: the escape that declines wizard mode's "Die?" is the step's
+    last key, and the --More-- it leads to waits for the agent's next key (which NetHack ignores there; the
+    next step then dismisses it). Before, the loop went on until nothing was pending."""
+    game = wizard_env.unwrapped
+    escapes_with_more = 0
+    waiting = False
+    for info, screens in _ghoul_game(wizard_env, monkeypatch):
+        if waiting:  # the agent's 's' met the --More--: NetHack ignored it
+            assert screens[0][1]  # still at the --More-- after the agent's key
+        waiting = False
+        if "Die? [yn] (n)" in info["messages"] and screens[-1][1]:
+            assert info["message"].startswith("OK, so you don't die.")
+            assert game.last_observation[game._internal_index][3]
+            escapes_with_more += 1
+            waiting = True
+    assert escapes_with_more >= 1
+
+
 def test_wait_rests_25_moves(env):
     env.seed(1, 2, reseed=False)  # NLE 1.0 seeds games this way (reset's seed does not)
     env.reset()
@@ -294,43 +444,21 @@ def test_one_hundred_random_episodes_without_an_exception():
     assert steps > 100 * 10
 
 
-def test_time_penalty_is_nles_on_a_live_game(env):
-    """The Monk env computes NLE's NetHackScore time penalty in Python numbers: same values, every mode."""
-    from types import SimpleNamespace
-
-    from nle.env.tasks import NetHackScore
-
+def test_game_reward_is_the_score_difference_only_as_in_the_release(env):
+    """The release's Monk env pays the score difference and nothing else: it computes NLE's time penalty but
+    never adds it (before: -0.01 on every step on which game time stood still)."""
     rng = np.random.default_rng(3)
-    env.reset()
-    pairs = []
-    score = env.unwrapped._blstats_index, B.BL_SCORE
-    for _ in range(5000):  # until the score has changed at least once (a kill, gold, a new level)
-        before = tuple(a.copy() for a in env.unwrapped.last_observation)
-        _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
-        pairs.append((before, tuple(a.copy() for a in env.unwrapped.last_observation)))  # NLE reuses buffers
-        if terminated or truncated:
-            env.reset()
-        if len(pairs) >= 200 and any(a[score[0]][score[1]] != b[score[0]][score[1]] for a, b in pairs):
+    obs, _ = env.reset(seed=21)
+    frozen = scored = 0
+    for _ in range(3000):
+        before = obs["blstats"].copy()
+        obs, reward, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+        if terminated or truncated:  # the last view of a finished game: NLE pays nothing there
+            obs, _ = env.reset()
+            continue
+        assert reward == float(int(obs["blstats"][B.BL_SCORE]) - int(before[B.BL_SCORE]))
+        frozen += int(obs["blstats"][B.BL_TIME]) == int(before[B.BL_TIME])
+        scored += reward != 0
+        if frozen >= 20 and scored >= 3:
             break
-    assert any(int(a[env.unwrapped._blstats_index][B.BL_TIME]) == int(b[env.unwrapped._blstats_index][B.BL_TIME])
-               for a, b in pairs), "some steps should leave game time unchanged"
-    for mode, step_penalty, time_penalty in (("constant", -0.01, 0.0), ("constant", -0.5, -0.02), ("linear", -0.01, 0.0)):
-        ours = env.unwrapped
-        ours.penalty_mode, ours.penalty_step, ours.penalty_time, ours._frozen_steps = mode, step_penalty, time_penalty, 0
-        nle = SimpleNamespace(penalty_mode=mode, penalty_step=step_penalty, penalty_time=time_penalty,
-                              _frozen_steps=0, _blstats_index=ours._blstats_index)
-        for before, after in pairs:
-            expected = NetHackScore._get_time_penalty(nle, before, after)
-            assert ours._get_time_penalty(before, after) == pytest.approx(float(expected))
-            assert ours._frozen_steps == nle._frozen_steps
-    # the whole reward: NLE's score difference plus the penalty, as NetHackScore._reward_fn adds them
-    from nle.env.base import NLE
-
-    ours.penalty_mode, ours.penalty_step, ours.penalty_time = "constant", -0.01, 0.0
-    assert any(int(a[ours._blstats_index][B.BL_SCORE]) != int(b[ours._blstats_index][B.BL_SCORE]) for a, b in pairs)
-    for before, after in pairs:
-        ours._frozen_steps = nle._frozen_steps = 0
-        nle.penalty_mode, nle.penalty_step, nle.penalty_time = "constant", -0.01, 0.0
-        expected = float(NLE._reward_fn(ours, before, 0, after, None)) + NetHackScore._get_time_penalty(nle, before, after)
-        ours._frozen_steps = 0
-        assert ours._reward_fn(before, 0, after, None) == pytest.approx(expected)
+    assert frozen >= 20 and scored >= 3, (frozen, scored)  # steps without game time and steps that scored

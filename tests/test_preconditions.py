@@ -7,6 +7,7 @@ the altar's colour, and counts as new items only those that are neither coins no
 from __future__ import annotations
 
 import collections
+import itertools
 
 import numpy as np
 import pytest
@@ -207,6 +208,61 @@ def test_training_policy_heads_for_the_mines_or_leaves_them():
     assert policy.should_terminate("descender", 1, 1, 2, [False, False]) is False
     assert policy.should_terminate("ascender", 1, 1, 2, [False, False]) is True
     assert policy.should_terminate("ascender", 1, 2, 1, [False, False]) is False
+    assert policy.num_errors == 0
+
+
+def _release_training_choice(skill: str, depth: int, branch: int, branch_depth: int, max_depth: int, mines: bool,
+                             merchant: bool, worshipper: bool, direction: str) -> tuple[str, str]:
+    """The release's training policy (its exploration/seed42/execution.py, lines 18-71) written down as facts:
+    (the skill it picks, the direction it keeps). branch_depth is -2 while the Mines entrance is unknown."""
+    # 1. near the Mines entrance the way wins, before any shopkeeper or altar is looked at
+    if mines and branch == 0 and depth == branch_depth:
+        return "descender", direction  # on the entrance level: into the Mines
+    if mines and branch == 0 and depth == branch_depth + 1:
+        return "ascender", direction  # took the main staircase: back up
+    if not mines and depth == branch_depth:
+        return ("ascender" if branch == 2 else "descender"), direction
+    if not mines and branch == 2 and depth == branch_depth + 1:
+        return "ascender", direction  # first Mines level: out of the Mines
+    # 2. then a shopkeeper, then an altar
+    if merchant:
+        return "merchant", direction
+    if worshipper:
+        return "worshipper", direction
+    # 3. explore after every other skill; after exploring, go on down to max_depth, then up to level 1
+    if skill != "discoverer":
+        return "discoverer", direction
+    if direction == "down":
+        return ("descender", "down") if depth < max_depth else ("ascender", "up")
+    return ("ascender", "up") if depth > 1 else ("descender", "down")
+
+
+def test_training_policy_chooses_as_the_release_in_every_reachable_state():
+    """Every current skill, depths 1-6 in the main dungeon or in the Mines below a known entrance, the entrance
+    unknown or on level 2/3/4, deepest level 2-4, Mines and other episodes, each precondition on or off, both
+    directions: 7,920 states, each as the release chooses (before: 1,080 differed, e.g. a shopkeeper in view on
+    the entrance level sent the hero to the merchant where the release goes down)."""
+    policy = meta_policy.load("exploration", 42)
+    checked = 0
+    for branch_depth in (-2, 2, 3, 4):
+        for branch in (0, 2):
+            for depth in range(1, 7):
+                if branch == 2 and (branch_depth < 0 or depth <= branch_depth):
+                    continue  # the Mines start below their entrance
+                for skill, max_depth, mines, merchant, worshipper, direction in itertools.product(
+                        SKILLS, (2, 3, 4), (False, True), (False, True), (False, True), ("down", "up")):
+                    policy.reset()
+                    player = policy.player
+                    player.branch_depth, player.max_depth, player.mines = branch_depth, max_depth, mines
+                    player.direction = direction
+                    got = policy.next_skill(skill, depth, branch, merchant, worshipper), player.direction
+                    expected = _release_training_choice(skill, depth, branch, branch_depth, max_depth, mines,
+                                                        merchant, worshipper, direction)
+                    assert got == expected, dict(skill=skill, depth=depth, branch=branch, branch_depth=branch_depth,
+                                                 max_depth=max_depth, mines=mines, merchant=merchant,
+                                                 worshipper=worshipper, direction=direction)
+                    checked += 1
+    assert checked == 7920
     assert policy.num_errors == 0
 
 

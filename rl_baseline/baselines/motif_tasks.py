@@ -4,7 +4,8 @@
 environment in :class:`MotifTaskReward` for its ``--root_env``. The root environments, as Motif's
 ``rl_baseline/tasks_nle.py`` defines them:
 
-* ``NetHackScore-v1``: the in-game score increase with NLE's time penalty (the Monk env's own reward);
+* ``NetHackScore-v1``: the in-game score increase (the Monk env's own reward, the MaestroMotif release's:
+  Motif's ``tasks_nle.py`` added NLE's -0.01 for a step on which game time stands still, the Monk env does not);
 * ``NetHackStaircase-v1``: reward 50 and success when a step shows "You descend the stairs." and
   the hero arrives on level 2 of its dungeon (NLE's dungeon level, ``blstats[24]``); no time penalty;
 * ``NetHackStaircaseLvl3-v1`` / ``Lvl4``: the same for level 3 / 4;

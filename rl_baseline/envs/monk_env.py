@@ -11,19 +11,24 @@ What an agent step does beyond NLE's:
   agent's next action answers it: at "What do you want to eat/drink? [...]" the north-west
   key ``y`` picks the first item offered and any other action cancels the prompt; the
   "There is ... here; eat it? [ynq]" question takes the agent's key as it is (``y`` yes,
-  ``n`` no). An eat that takes game time sets ``info["just_eaten"]``.
-* ``drop``: drops the first inventory item that was not in the starting inventory and is
-  neither food nor gold (nothing happens when there is none).
-* ``cast``: casts the first known spell; a healing spell is cast on the hero, as the release
-  does for a Monk that starts with the healing spellbook (other spells' directions are the
-  agent's to give).
+  ``n`` no). An eat that takes game time (or is asked "Continue eating?") sets
+  ``info["just_eaten"]``; what the eating asks after the item is picked is the agent's to answer.
+* ``drop``: drops a held item whose letter no non-food starting item had, neither food nor
+  gold (the letters are fixed at reset for the episode, and the item is the release's pick:
+  the first of its set of such letters); ESC when there is none.
+* ``cast``: the first spell (``a``); for a Monk that started with the healing spellbook ``.``
+  follows, as in the release, so the spell is cast on the hero (other spells' directions are
+  the agent's to give).
 * ``wait``: rests 25 moves (the count prefix ``25`` before ``.``), as the authors' release
   does; NetHack stops resting early when something happens.
-* ``enhance`` and the message "You feel more confident in your skills": the first skill that
-  can be advanced is advanced.
-* ``--More--`` is dismissed, and yes/no questions are declined, except those an agent must
-  answer itself (eat, attack, direction, pray, drop, drink, sell): those stay on screen and
-  the agent answers with its compass keys (``y`` = north-west, ``n`` = south-east).
+* ``enhance`` is NetHack's ``#enhance`` as it is: its menu is dismissed like any ``--More--``,
+  so the action advances nothing (the release's rule). When "You feel more confident in"
+  shows, the first skill that can be advanced is advanced at the end of the step.
+* ``--More--`` is dismissed, as many as there are; then at most one text prompt (escaped) or
+  yes/no question is handled: declined, except those an agent must answer itself (eat,
+  attack, direction, pray, drop, drink, sell), which stay on screen for the agent's compass
+  keys (``y`` = north-west, ``n`` = south-east). Whatever follows an escape (a new
+  ``--More--`` or question) is left to the agent's next key, as in the release.
 
 ``info`` (at reset and every step): depth, dungeon_number, dungeon_level, gold, xp_level,
 time, hp, hpmax, hunger, kill (monsters killed this step), kills (this episode), just_eaten,
@@ -87,8 +92,9 @@ _GENDERS = ("mal", "fem")
 
 _OFFERED = re.compile(rb"\[([^\]]*)\]")
 _KILL = re.compile(r"\bYou (?:kill|destroy) |\bis (?:killed|destroyed)!")
-_CONFIDENT = "You feel more confident in your"
-_MENU_FIRST = re.compile(rb"^\s*a - ")
+_CONFIDENT = b"You feel more confident in"
+_CONTINUE_EATING = b"Continue eating?"
+_MAX_MORE = 64  # --More-- screens dismissed in one step; a handful suffices, the bound guards a stuck loop
 _WIZARD_OVERVIEW = tuple(ord(c) for c in "#overview") + (A.RETURN,)
 
 
@@ -156,7 +162,7 @@ class NetHackScoreMonk(NetHackScore):
             if key in kwargs:
                 raise EnvConfigError(f"{key!r} is fixed by NetHackScoreMonk and cannot be passed")
         keys = tuple(observation_keys)
-        for needed in ("tty_chars", "inv_letters", "inv_oclasses"):
+        for needed in ("tty_chars", "inv_letters", "inv_oclasses", "inv_strs"):
             if needed not in keys:
                 keys = keys + (needed,)
         self._agent_keys = tuple(observation_keys)
@@ -186,14 +192,16 @@ class NetHackScoreMonk(NetHackScore):
         self._tty_index = self._observation_keys.index("tty_chars")
         self._letters_index = self._observation_keys.index("inv_letters")
         self._oclasses_index = self._observation_keys.index("inv_oclasses")
+        self._strs_index = self._observation_keys.index("inv_strs")
         self._kept_indices = (self._blstats_index, self._letters_index, self._oclasses_index)
         self._episode_state()
 
     # ------------------------------------------------------------------ episode state
     def _episode_state(self) -> None:
-        self._starting_letters = np.zeros(256, dtype=bool)
-        self._num_starting = 0
-        self._held_letters = b""  # inventory letters last checked by _forget_used_letters
+        self._starting_letters: set[int] = set()  # letters of the non-food starting items (fixed at reset)
+        self._healing_book = False  # the hero started with the healing spellbook
+        self._enhance_pending = False  # "You feel more confident in" was seen: enhance at the end of a step
+        self._eat_time_before: int | None = None  # game time before the item letter of an eat prompt
         self._kills = 0
         self._branch_depth = UNKNOWN_BRANCH_DEPTH
         self._overview = ""
@@ -228,43 +236,65 @@ class NetHackScoreMonk(NetHackScore):
         raw = observation[self._message_index].tobytes()
         return self._last_message_text if raw == self._last_message_bytes else decode_message(raw)
 
-    def _perform_known_steps(self, observation, done, exceptions=True):
-        """Dismiss --More-- and text prompts; decline questions the agent does not answer.
+    def _perform_known_steps(self, observation, done, exceptions=True, read_first_message=True):
+        """The release's handling of what NetHack asks after a key (its ``_perform_known_steps``).
 
-        A level change or a freeze message shown at a ``--More--`` stays the observation's message
-        once the ``--More--`` is dismissed (:func:`common.nethack.messages.kept_over_more`), as in
-        the authors' release: without it the step that went down a level shows an empty message."""
-        kept = None  # the message array to show instead of the one on screen, if any
-        for _ in range(64):  # a handful suffices; the bound only guards against a stuck loop
+        Every ``--More--`` is dismissed. A level change or a freeze message shown at a ``--More--``
+        (:func:`common.nethack.messages.kept_over_more`) becomes the observation's message and stays
+        it through every later ``--More--`` of the step: the release reads the message at a
+        ``--More--`` from the observation it already replaced. Then one text prompt is escaped or one
+        question declined (an agent question is left on screen; the release reads it from the same,
+        possibly replaced, message), and whatever that leads to is left for the agent's next key.
+        Last, when "You feel more confident in" was on screen, the first skill is advanced
+        (``#enhance``, ``a``), unless the step ended on an agent question (then at a later step).
+        ``read_first_message=False``: the release does not look at the first observation for that
+        message after its cast macro."""
+        kept = None  # the message array shown instead of the one on screen, once one was kept
+        for _ in range(_MAX_MORE):
             if done:
                 break
+            shown = kept if kept is not None else observation[self._message_index]
+            if read_first_message and _CONFIDENT in shown.tobytes():
+                self._enhance_pending = True
+            read_first_message = True
             internal = observation[self._internal_index]
             if internal[3]:  # waiting for --More--
-                message = observation[self._message_index]
-                # as the release: the message at this --More-- is kept if it is one of those, and
-                # whatever a later key shows replaces it otherwise
-                kept = message.copy() if kept_over_more(message, self._kept_over_more) else None
+                if kept is None and kept_over_more(shown, self._kept_over_more):
+                    kept = shown.copy()
                 observation, done = self._press(A.SPACE)
                 continue
             if internal[2]:  # a line of text is asked for: never
                 kept = None
                 observation, done = self._press(A.ESC)
-                continue
-            if internal[1]:  # a one-character question
-                message = bytes(observation[self._message_index])
-                if exceptions and any(q in message for q in AGENT_QUESTIONS):
-                    kept = None  # the question stays on screen for the agent to answer
-                    break
+            elif internal[1]:  # a one-character question
+                if exceptions and any(q in shown.tobytes() for q in AGENT_QUESTIONS):
+                    break  # the question stays on screen for the agent to answer
                 kept = None
-                if self._final_death and WIZARD_DIE_QUESTION in message:
-                    observation, done = self._press(ord("y"))
+                if self._final_death and WIZARD_DIE_QUESTION in bytes(observation[self._message_index]):
+                    observation, done = self._press(ord("y"))  # ends the game: NetHack's last screens follow
                     continue
                 observation, done = self._press(A.ESC)
-                continue
+            if self._enhance_pending and not done:
+                self._enhance_pending = False
+                kept = None
+                observation, done = self._press(A.ENHANCE)
+                if not done:
+                    observation, done = self._press(A.FIRST_MENU_ENTRY)
             break
         if kept is not None and not done:
             observation = (
                 *observation[: self._message_index], kept, *observation[self._message_index + 1:])
+        return observation, done
+
+    def _settle(self, observation: tuple, done: bool) -> tuple[tuple, bool]:
+        """Known steps until nothing but an agent question is pending (the wizard-mode set-up helpers)."""
+        for _ in range(_MAX_MORE):
+            observation, done = self._perform_known_steps(observation, done, exceptions=True)
+            internal = observation[self._internal_index]
+            if done or not (internal[1] or internal[2] or internal[3]):
+                break
+            if internal[1] and any(q in bytes(observation[self._message_index]) for q in AGENT_QUESTIONS):
+                break
         return observation, done
 
     def _in_question(self, observation: tuple) -> bool:
@@ -286,59 +316,29 @@ class NetHackScoreMonk(NetHackScore):
         letters = offered_letters(bytes(before[self._message_index]))
         if key != A.ANSWER_ITEM_PROMPT or not letters:
             return self._press(A.ESC)
-        time_before = int(before[self._blstats_index][B.BL_TIME])
-        observation, done = self._press(letters[0])
-        if prompt == A.ITEM_PROMPTS[0] and not done:
-            observation, done = self._perform_known_steps(observation, done, exceptions=False)
-            self._just_eaten = int(observation[self._blstats_index][B.BL_TIME]) > time_before
-        return observation, done
+        if prompt == A.ITEM_PROMPTS[0]:
+            # eaten when game time passed by the end of the step; what the eating asks
+            # ("Continue eating?") is the agent's to answer, as in the release
+            self._eat_time_before = int(before[self._blstats_index][B.BL_TIME])
+        return self._press(letters[0])
 
     def _droppable_letter(self, observation: tuple) -> int | None:
+        """The release's pick: of the held letters, food and coins left out, those no non-food starting
+        item had, the first in the order of a Python set built as the release builds it (a fixed
+        order: the same inventory always drops the same item)."""
         letters = observation[self._letters_index]
         classes = observation[self._oclasses_index]
-        for letter, oclass in zip(letters, classes):
-            if letter == 0:
-                break
-            if oclass in (nethack.FOOD_CLASS, nethack.COIN_CLASS):
-                continue
-            if not self._starting_letters[letter]:
-                return int(letter)
-        return None
-
-    def _forget_used_letters(self, observation: tuple) -> None:
-        """A starting item that was used up frees its letter for new items."""
-        letters = observation[self._letters_index]
-        key = letters.tobytes()
-        if key == self._held_letters:
-            return  # the inventory letters did not change (the usual case)
-        self._held_letters = key
-        if self._starting_letters[letters].sum() == self._num_starting:
-            return  # every remaining starting letter is still held
-        held = np.zeros(256, dtype=bool)
-        held[letters] = True
-        self._starting_letters &= held
-        self._num_starting = int(np.count_nonzero(self._starting_letters))
-
-    def _menu_open(self, observation: tuple) -> bool:
-        """A menu with a selectable first entry (``a - ...``) is on screen."""
-        return any(_MENU_FIRST.match(bytes(row)) for row in observation[self._tty_index])
-
-    def _enhance(self, observation: tuple, done: bool) -> tuple[tuple, bool]:
-        observation, done = self._press(A.ENHANCE)
-        if done:
-            return observation, done
-        if self._menu_open(observation):
-            # A pick-one menu closes as soon as its entry is chosen.
-            return self._press(A.FIRST_MENU_ENTRY)
-        # Nothing can be advanced: close the list of skills.
-        return self._press(A.ESC)
+        held = {int(letter) for letter, oclass in zip(letters.tolist(), classes.tolist())
+                if oclass not in (nethack.FOOD_CLASS, nethack.COIN_CLASS)}
+        new = held.copy().difference(self._starting_letters)  # 0, an empty slot, is in both
+        return next(iter(new), None)
 
     def _act(self, key: int, before: tuple) -> tuple[tuple, bool]:
         """Send an agent action, running its macro when it has one."""
         if key == A.DROP:
             letter = self._droppable_letter(before)
             observation, done = self._press(key)
-            if not done and self._in_question(observation):
+            if not done:  # the release answers without looking (the prompt is always there for a Monk)
                 observation, done = self._press(letter if letter is not None else A.ESC)
             return observation, done
         if key == A.EAT or self._is_eat_question(before):
@@ -348,18 +348,14 @@ class NetHackScoreMonk(NetHackScore):
             self._just_eaten = int(observation[self._blstats_index][B.BL_TIME]) > time_before
             return observation, done
         if key == A.CAST:
+            # the release's macro: the first spell, then '.' for a hero that started with the healing
+            # book (the hero as the direction; a '.' with no direction asked rests a move)
             observation, done = self._press(key)
-            if not done and self._menu_open(observation):
-                # "Choose which spell to cast": the first spell (no menu: no spell known).
-                healing = any(_MENU_FIRST.match(bytes(row)) and b"healing" in bytes(row)
-                              for row in observation[self._tty_index])
+            if not done:
                 observation, done = self._press(A.FIRST_SPELL)
-                if healing and not done and b"In what direction?" in bytes(observation[self._message_index]):
-                    # as the release does for a healing spellbook: cast it on the hero ('.')
-                    observation, done = self._press(A.CAST_AT_SELF)
+            if not done and self._healing_book:
+                observation, done = self._press(A.CAST_AT_SELF)
             return observation, done
-        if key == A.ENHANCE:
-            return self._enhance(before, False)
         if key == A.WAIT:
             # "25." rests 25 turns, as the release's rest action does
             for digit in str(A.REST_TURNS):
@@ -374,15 +370,20 @@ class NetHackScoreMonk(NetHackScore):
             seed_game(self, seed)  # NLE's reset(seed=...) leaves the game's generators alone
         self._episode_state()
         observation, info = super().reset(seed=seed, options=options)
-        raw = self.last_observation
-        self._starting_letters = np.zeros(256, dtype=bool)
-        self._starting_letters[raw[self._letters_index]] = True
-        self._starting_letters[0] = False
-        self._num_starting = int(np.count_nonzero(self._starting_letters))
+        raw = self._starting_kit(self.last_observation)
         self._messages = []
         self._remember_message(raw)
         raw = self._after_level_check(raw)
         return self._get_observation(raw), self._build_info(raw, info["end_status"], kill=0)
+
+    def _starting_kit(self, raw: tuple) -> tuple:
+        """Remember the non-food starting letters (fixed for the episode) and the spellbook kind."""
+        letters, classes = raw[self._letters_index].tolist(), raw[self._oclasses_index].tolist()
+        # as the release builds it (empty slots' 0 included), so the sets' sizes and order are the release's
+        self._starting_letters = {letter for letter, oclass in zip(letters, classes) if oclass != nethack.FOOD_CLASS}
+        books = [bytes(row) for row, oclass in zip(raw[self._strs_index], classes) if oclass == nethack.SPBOOK_CLASS]
+        self._healing_book = any(b"healing" in book for book in books)
+        return raw
 
     def step(self, action: int):
         if not 0 <= int(action) < len(self.actions):
@@ -398,6 +399,7 @@ class NetHackScoreMonk(NetHackScore):
         last_observation = tuple(last_observation)
         self._messages = []
         self._just_eaten = False
+        self._eat_time_before = None
         key = self.actions[int(action)]
 
         prompt = self._item_prompt(last_observation)
@@ -406,14 +408,16 @@ class NetHackScoreMonk(NetHackScore):
         else:
             observation, done = self._act(key, last_observation)
         truncated = self._check_abort(observation)
-        observation, done = self._perform_known_steps(observation, done, exceptions=True)
-        if not done and self._messages and _CONFIDENT in "\n".join(self._messages) and not self._in_question(observation):
-            observation, done = self._enhance(observation, done)
-            observation, done = self._perform_known_steps(observation, done, exceptions=True)
+        observation, done = self._perform_known_steps(
+            observation, done, exceptions=True, read_first_message=prompt is not None or key != A.CAST)
+        if self._eat_time_before is not None:
+            # eaten: game time passed, or NetHack asks "Continue eating?" (only after a first bite)
+            self._just_eaten = (int(observation[self._blstats_index][B.BL_TIME]) > self._eat_time_before
+                                or (self._in_question(observation)
+                                    and _CONTINUE_EATING in bytes(observation[self._message_index])))
         self._steps += 1
         if not done:
             observation = self._after_level_check(observation)
-        self._forget_used_letters(observation)
         self.last_observation = observation
 
         end_status = self._get_end_status(observation, done)
@@ -431,26 +435,13 @@ class NetHackScoreMonk(NetHackScore):
         return agent_observation, reward, bool(done), bool(truncated), info
 
     def _reward_fn(self, last_observation: tuple, action: int, observation: tuple, end_status: Any) -> float:
-        """NLE's ``NetHackScore`` reward (score difference plus time penalty) in Python numbers."""
+        """The release's reward: the score difference only (its Monk env computes NLE's time penalty
+        and never adds it), in Python numbers; so also the score task of the Motif-style runs here
+        (Motif's own ``tasks_nle.py`` added NLE's -0.01 for a step on which game time stands still)."""
         if not self.nethack.in_normal_game():
-            score_diff = 0  # before the game started and after it ended blstats are zero
-        else:
-            score_diff = int(observation[self._blstats_index][B.BL_SCORE]) - int(
-                last_observation[self._blstats_index][B.BL_SCORE]
-            )
-        return score_diff + self._get_time_penalty(last_observation, observation)
-
-    def _get_time_penalty(self, last_observation: tuple, observation: tuple) -> float:
-        """NLE's ``NetHackScore`` penalty for steps on which game time stands still, in its default
-        ``constant`` mode with Python numbers (NLE's numpy-scalar arithmetic cost 3% of a skill-env
-        step); the other modes are NLE's own."""
-        if self.penalty_mode != "constant":
-            return super()._get_time_penalty(last_observation, observation)
-        old_time = int(last_observation[self._blstats_index][B.BL_TIME])
-        new_time = int(observation[self._blstats_index][B.BL_TIME])
-        self._frozen_steps = self._frozen_steps + 1 if old_time == new_time else 0
-        penalty = self.penalty_step if self._frozen_steps > 0 else 0
-        return penalty + (new_time - old_time) * self.penalty_time
+            return 0.0  # before the game started and after it ended blstats are zero
+        return float(int(observation[self._blstats_index][B.BL_SCORE]) - int(
+            last_observation[self._blstats_index][B.BL_SCORE]))
 
     # ------------------------------------------------------------------ info
     def _after_level_check(self, observation: tuple) -> tuple:
@@ -525,7 +516,8 @@ class NetHackScoreMonk(NetHackScore):
             if done:
                 break
         if not done:
-            observation, done = self._perform_known_steps(observation, done, exceptions=True)
+            observation, done = self._settle(observation, done)
+        if not done:
             observation = self._after_level_check(observation)
         self.last_observation = observation
         return self._build_info(observation, self._get_end_status(observation, done), kill=0)
