@@ -632,6 +632,37 @@ def test_staircase_task_succeeds_on_a_live_walk_down_the_stairs():
         assert (reward, terminated, info["true_objective"]) == ((50.0, True, 1.0) if reached else (0.0, False, 0.0))
 
 
+def test_score_task_adds_motifs_time_penalty_to_the_score_difference():
+    """Motif's score task (``NetHackScore-v1``) pays the score difference plus NLE's -0.01 on a step on which game
+    time stands still, although the Monk env under it pays the score difference only (the MaestroMotif
+    release's); on a live game, with random actions."""
+    from common.nethack import blstats as B
+    from rl_baseline.baselines.motif_tasks import TIME_PENALTY, MotifTaskReward
+    from rl_baseline.envs import make_monk_env
+
+    env = MotifTaskReward(make_monk_env(max_episode_steps=3000), "NetHackScore-v1")
+    rng = np.random.default_rng(5)
+    obs, _ = env.reset(seed=21)
+    frozen = moved = 0
+    try:
+        for _ in range(3000):
+            before = obs["blstats"].copy()
+            obs, reward, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            if terminated or truncated:
+                obs, _ = env.reset()
+                continue
+            still = int(obs["blstats"][B.BL_TIME]) == int(before[B.BL_TIME])
+            score = float(int(obs["blstats"][B.BL_SCORE]) - int(before[B.BL_SCORE]))
+            assert reward == pytest.approx(score + (TIME_PENALTY if still else 0.0))
+            frozen += still
+            moved += not still
+            if frozen >= 20 and moved >= 20:
+                break
+    finally:
+        env.close()
+    assert frozen >= 20 and moved >= 20, (frozen, moved)
+
+
 # ------------------------------------------------------------------ Motif's README, end to end
 
 

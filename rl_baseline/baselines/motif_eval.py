@@ -15,7 +15,7 @@ limit. Two protocols (``--eval_protocol``), as for the MaestroMotif tasks:
 
 Per episode: ``success`` (the task was reached; the statistic of every task but the score),
 ``score`` (the in-game score at the end: the score task's statistic), the task reward
-(``task_return``: 50 per success, the score's increase for the score task),
+(``task_return``: 50 per success, the score's increase with NLE's time penalty for the score task),
 the intrinsic reward, the length, the deepest level and what ended it (``success``, ``game``:
 death, ``step_limit``).
 

@@ -4,8 +4,9 @@
 environment in :class:`MotifTaskReward` for its ``--root_env``. The root environments, as Motif's
 ``rl_baseline/tasks_nle.py`` defines them:
 
-* ``NetHackScore-v1``: the in-game score increase (the Monk env's own reward, the MaestroMotif release's:
-  Motif's ``tasks_nle.py`` added NLE's -0.01 for a step on which game time stands still, the Monk env does not);
+* ``NetHackScore-v1``: the in-game score increase plus NLE's time penalty, -0.01 on a step on which game
+  time stands still (Motif's ``NetHackScore``, ``penalty_mode="constant"``; the Monk env itself pays the score
+  difference only, as the MaestroMotif release's does, so the penalty is added here);
 * ``NetHackStaircase-v1``: reward 50 and success when a step shows "You descend the stairs." and
   the hero arrives on level 2 of its dungeon (NLE's dungeon level, ``blstats[24]``); no time penalty;
 * ``NetHackStaircaseLvl3-v1`` / ``Lvl4``: the same for level 3 / 4;
@@ -48,6 +49,8 @@ def _oracle_glyph() -> int:
 DESCEND_MESSAGE = "You descend the stairs."
 #: reward of reaching a task's goal (Motif's tasks pay 50; ``--extrinsic_reward`` weighs it)
 TASK_REWARD = 50.0
+#: Motif's score task: reward of a step on which game time stands still (NLE's ``penalty_step``)
+TIME_PENALTY = -0.01
 #: dungeon level of each staircase task's goal
 STAIRCASE_LEVELS = {"Staircase": 2, "StaircaseLvl3": 3, "StaircaseLvl4": 4}
 MOTIF_TASKS = ("Score", "Staircase", "StaircaseLvl3", "StaircaseLvl4", "Oracle", "OracleSober")
@@ -64,10 +67,12 @@ class MotifTaskReward(gym.Wrapper):
         if self.task not in MOTIF_TASKS or (self.continual and self.task not in STAIRCASE_LEVELS):
             raise ValueError(f"unknown root env {root_env!r}")
         self.achieved = False
+        self._time: int | None = None  # game time of the last observation (the score task's penalty)
 
     def reset(self, **kwargs: Any):
         obs, info = self.env.reset(**kwargs)
         self.achieved = False
+        self._time = int(obs["blstats"][B.BL_TIME])
         return obs, info
 
     @staticmethod
@@ -95,6 +100,11 @@ class MotifTaskReward(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if self.task == "Score":
             info["true_objective"] = float(obs["blstats"][B.BL_SCORE])
+            before, self._time = self._time, int(obs["blstats"][B.BL_TIME])
+            # NLE's time penalty, as Motif's score task; not on the last view of a game that ended (the Monk
+            # env pays nothing there)
+            if not terminated and before == self._time:
+                reward += TIME_PENALTY
             return obs, reward, terminated, truncated, info
         task_reward = 0.0
         if not self.achieved and not terminated and self._success(obs, info):
