@@ -8,7 +8,7 @@ Plays the same seeded games with the same actions (the dataset collection's expl
 it finds, or --policy random: uniform actions without prayer) through the skill environment of training,
 once per timing, and prints a table: each skill's return per episode, the reward paid for the
 observations that arrived a level deeper by the stairs, and the share of steps whose message is empty or
-a wall message (rl_baseline/sf/reward_trace.py). With --out, writes reward_trace.{md,json} there.
+a wall message (orchestration/reward_trace.py). With --out, writes reward_trace.{md,json} there.
 Exit status 2 on bad input (a missing reward directory, a quantile list of the wrong length).
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     args = build_parser().parse_args(argv)
-    from rl_baseline.sf.reward_trace import compare_timings, markdown_table  # lazy: pulls in NLE and torch
+    from orchestration.reward_trace import compare_timings, markdown_table  # lazy: pulls in NLE and torch
     from rl_baseline.skills.intrinsic_reward import RewardConfigError  # lazy: pulls in numpy; --help stays light
 
     if args.episodes < 1 or args.max_episode_steps < 1:
