@@ -16,6 +16,7 @@ import argparse
 import logging
 import sys
 
+from common.cli import ScriptParser
 from common.flag_checks import FlagError
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BACKENDS, DEFAULT_MODEL, BackendError
@@ -35,7 +36,7 @@ def boolean_flag(text: str) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.annotate_pairs",
         description=(
             "Annotate pairs of observations (samples 2k, 2k+1 of {directory}/{goal_key}.npz or .pkl) with "

@@ -27,6 +27,7 @@ import logging
 import sys
 from pathlib import Path
 
+from common.cli import ScriptParser
 from common.flag_checks import FlagError
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BACKENDS, MOTIF_ANNOTATOR_MODELS, BackendError
@@ -40,7 +41,7 @@ STATE_DIRNAME = "annotation_state"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.annotate_pairs_dataset",
         description=(
             "Annotate the pairs of Motif's dataset layout ({directory}/data/*.npy) with an LLM judge's preferences; "

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from common.atomic_io import atomic_write_json
+from common.cli import ScriptParser
 from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError, load_dataset
 from rlaif.label_comparison import LabelComparison, compare_labels
@@ -27,8 +28,8 @@ _ORDER = ("first", "second", "tie", "unknown")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.compare_labels", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.compare_labels", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset_dir", "--dataset-dir", dest="dataset_dir", required=True,
                    help="folder of the annotated datasets {skill}.npz")
     p.add_argument("--labels_dir", "--labels-dir", dest="labels_dir", required=True,

@@ -18,13 +18,14 @@ import logging
 import sys
 from pathlib import Path
 
+from common.cli import ScriptParser
 from common.vocabulary import SKILLS
 
 FORMATS = ("motif",)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.export_dataset",
         description="Write a dataset of this project (og_dataset/{skill}.npz and its preference files) in Motif's "
                     "dataset layout (data/, info/, preference/), for Motif's commands and tools.",

@@ -11,6 +11,7 @@ import sys
 from code_generation.generate import GenerationConfig, generate
 from code_generation.prompts import PromptError
 from code_generation.sandbox import SandboxLimits
+from common.cli import ScriptParser
 from common.llm import CODER_MODEL, BackendError, make_backend
 from common.vocabulary import ALL_TASKS
 
@@ -19,7 +20,8 @@ CODE_BACKENDS = ("hf", "openai", "transformers", "llamacpp", "vllm", "replay")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.generate_code", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, choices=ALL_TASKS, help="task whose policy over skills is written")
     p.add_argument("--seed", type=int, default=42,
                    help="run number: names the output folder _seed{N} and is the sampling seed sent to the model")

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from code_generation.verify import check_meta_policies
+from common.cli import ScriptParser
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import ALL_TASKS, EVAL_TASKS
 from orchestration.baselines import available
@@ -44,7 +45,7 @@ def _csv(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.pipeline",
         description="Runs data collection, annotation, reward training, code generation (replayed), "
                     "skill training, evaluation and the report in order (presets smoke, learn, ci), or prints "

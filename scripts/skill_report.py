@@ -16,6 +16,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
+from common.cli import ScriptParser
 from common.vocabulary import SKILLS
 from rl_baseline.sf.cfg import ConfigError
 
@@ -23,8 +24,8 @@ logger = logging.getLogger("scripts.skill_report")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.skill_report", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.skill_report", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy_dir", required=True,
                    help="the trained experiment's folder, {train_dir}/{experiment} (holds config.json and "
                         "checkpoint_p0/)")

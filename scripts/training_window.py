@@ -15,6 +15,8 @@ import logging
 import sys
 from typing import Optional, Sequence
 
+from common.cli import ScriptParser
+
 logger = logging.getLogger("scripts.training_window")
 
 DEFAULT_TAGS = (
@@ -25,8 +27,8 @@ DEFAULT_TAGS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.training_window", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.training_window", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy_dir", required=True, help="the experiment folder, {train_dir}/{experiment}")
     p.add_argument("--window", type=int, default=500_000, help="env steps at the start and at the end of the run")
     p.add_argument("--tags", default=",".join(DEFAULT_TAGS), help="comma-separated tensorboard tags")
