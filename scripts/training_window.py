@@ -7,11 +7,10 @@ For each tag, prints the mean of the summaries written in the first ``--window``
 ``--window`` env steps of the run (each summary is already sample-factory's mean over recent episodes), and
 how many summaries each mean covers: the figures the README quotes "over training". A run shorter than four
 windows uses a quarter of its length instead, with a note, so the two windows never overlap (as
-``scripts.report``). Without ``--tags``: the statistics of ``scripts.report``'s first-and-last-window table
-that the run has (episode length, skill switches, and per skill that was ever active its share of steps,
-intrinsic return and main measure, then the message shares), so it works on any run, smoke and ci ones
-included. Exit status 2 when the folder has no tensorboard files or a tag is not in them (the error lists
-the tags that are).
+``scripts.report``). Without ``--tags``: those of :data:`DEFAULT_TAGS` that the run has, with a note naming
+the others (a skill that never ran, as the descender in a smoke or ci run, logs none of its statistics). Exit
+status 2 when the folder has no tensorboard files, when a tag given with ``--tags`` is not in them (the error
+lists the tags that are), or when none of the defaults is.
 """
 from __future__ import annotations
 
@@ -22,6 +21,13 @@ from typing import Optional, Sequence
 
 from common.cli import ScriptParser, error
 
+#: the statistics shown without --tags: the discoverer's and the descender's progress and the message stream
+DEFAULT_TAGS = (
+    "measures/discoverer/cells_per_1000_steps", "intrinsic/discoverer_return", "measures/descender/levels_descended",
+    "measures/descender/down_stairs_reached", "intrinsic/descender_return", "intrinsic/reward_per_descent",
+    "skills/descents", "messages/empty_share", "messages/wall_share",
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = ScriptParser(prog="python -m scripts.training_window", description=__doc__,
@@ -31,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="env steps at the start and at the end of the run (a run shorter than four windows uses a "
                         "quarter of its length)")
     p.add_argument("--tags", default=None,
-                   help="comma-separated tensorboard tags (default: the statistics of scripts.report's first-and-last "
-                        "window table that the run has)")
+                   help="comma-separated tensorboard tags (default: those of " + ",".join(DEFAULT_TAGS) + " that the "
+                        "run has)")
     return p
 
 
@@ -45,7 +51,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         fitted_window,
         read_tensorboard_scalars,
         window_means,
-        window_rows,
     )
 
     if args.window < 1:
@@ -58,19 +63,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     run = TrainingRun(args.policy_dir, args.policy_dir, scalars)
     # the tag as written; where only our observer's `{tag}_mean` was logged, that one
     series = lambda tag: scalars[tag] if tag in scalars and scalars[tag][0] else run.get(tag)  # noqa: E731
-    if asked:
-        missing = [t for t in asked if not series(t)[0]]
-        if missing:
-            have = sorted({t[:-len("_mean")] if t.endswith("_mean") else t for t in scalars})
-            return error(f"--tags: not in {args.policy_dir}: {', '.join(missing)}; its tags: {', '.join(have)}")
-        rows = [(t, t) for t in asked]
-    else:
-        rows = [(label, tag) for label, tag in window_rows(run) if series(tag)[0]]
-        if not rows:
-            return error(f"--policy_dir {args.policy_dir}: none of the report's statistics is there; pass --tags "
-                         f"(its tags: {', '.join(sorted(scalars))})")
-    first = min(series(tag)[0][0] for _, tag in rows)
-    last = max(series(tag)[0][-1] for _, tag in rows)
+    have = sorted({t[:-len("_mean")] if t.endswith("_mean") else t for t in scalars})
+    missing = [t for t in (asked or DEFAULT_TAGS) if not series(t)[0]]
+    if asked and missing:
+        return error(f"--tags: not in {args.policy_dir}: {', '.join(missing)}; its tags: {', '.join(have)}")
+    tags = [t for t in (asked or DEFAULT_TAGS) if t not in missing]
+    if not tags:
+        return error(f"--policy_dir {args.policy_dir}: none of the default tags is there; pass --tags (its tags: "
+                     f"{', '.join(have)})")
+    first = min(series(tag)[0][0] for tag in tags)
+    last = max(series(tag)[0][-1] for tag in tags)
     used = fitted_window(args.window, last - first)
     print(f"Run `{args.policy_dir}`, {last:,} env steps; means of the summaries in the first and last "
           f"{used:,} env steps (summaries counted in brackets).")
@@ -78,10 +80,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"note: the run spans {last - first:,} env steps, fewer than four --window {args.window:,}: the "
               f"first and last windows would overlap (and give the same means), so each is a quarter of the run, "
               f"{used:,} env steps, as in scripts.report")
-    print("\n| statistic | first | last |\n|---|---|---|")
-    for label, tag in rows:
+    if missing:
+        print(f"note: not in this run, left out: {', '.join(missing)} (a skill that never ran logs none)")
+    print("\n| tag | first | last |\n|---|---|---|")
+    for tag in tags:
         a, na, b, nb = window_means(series(tag), used)
-        print(f"| {label if label == tag else f'{label} (`{tag}`)'} | {a:.4g} ({na}) | {b:.4g} ({nb}) |")
+        print(f"| {tag} | {a:.4g} ({na}) | {b:.4g} ({nb}) |")
     return 0
 
 

@@ -71,13 +71,22 @@ def test_a_window_longer_than_the_run_shrinks_to_a_quarter_with_a_note(tmp_path,
     assert "| intrinsic/discoverer_return | 0.1 (3) | 0.9 (3) |" in out
 
 
-def test_the_default_statistics_work_on_a_smoke_run(tmp_path, capsys):
+def test_the_default_tags_work_on_a_smoke_run(tmp_path, capsys):
     """The default tags named the descender's statistics, so any smoke or ci run (where the descender never ran)
-    exited 2; the defaults are now the report's statistics that the run has."""
+    exited 2 printing nothing useful; the defaults the run lacks are now left out with a note."""
     _smoke_like_run(tmp_path / "run")
     assert main(["--policy_dir", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
-    assert "| episode length (`len/len`) | 110 (3) | 190 (3) |" in out
-    assert "| discoverer: intrinsic return (`intrinsic/discoverer_return`) | 0.1 (3) | 0.9 (3) |" in out
-    assert "| discoverer: cells_per_1000_steps (`measures/discoverer/cells_per_1000_steps`) |" in out
-    assert "descender" not in out
+    assert "| intrinsic/discoverer_return | 0.1 (3) | 0.9 (3) |" in out
+    assert "| measures/discoverer/cells_per_1000_steps | 54 (3) | 86 (3) |" in out
+    assert "| messages/empty_share | 0.5 (3) | 0.5 (3) |" in out
+    assert "note: not in this run, left out: measures/descender/levels_descended," in out
+    assert "| measures/descender" not in out
+    (tmp_path / "bare").mkdir()
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "bare"))
+    writer.add_scalar("len/len", 1.0, 0)
+    writer.close()
+    assert main(["--policy_dir", str(tmp_path / "bare")]) == 2
+    assert "none of the default tags is there; pass --tags (its tags: len/len)" in capsys.readouterr().err
