@@ -769,7 +769,8 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         # every run opens its own section: runs into other folders, or with another backend, share the file
         conv_log = _ConversationLog(log_path, {
             "run": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "annotator": ann, "backend": cfg.backend,
-            "model": recorded_model, "answer_mode": cfg.answer_mode, "preference_dir": str(pdir),
+            "model": recorded_model if cfg.backend not in STAND_IN_BACKENDS else "none: a rule-based stand-in",
+            "answer_mode": cfg.answer_mode, "preference_dir": str(pdir),
             "dataset": str(data_path), "chunk": tag, "pairs_to_ask": int(len(pending)),
             "system": builder.system_prompt})
         delay = float(os.environ.get(TEST_DELAY_ENV, "0") or 0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.llm import DEFAULT_MODEL, BackendError, OpenAIBackend, SamplingConfig, make_backend
+from common.llm import BackendError, OpenAIBackend, SamplingConfig, make_backend
 from common.nethack.messages import encode_message
 from rlaif import heuristic
 from rlaif.annotate import (
@@ -182,8 +182,8 @@ def test_heuristic_run_writes_final_file_and_log(tmp_path) -> None:
     log = (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()
     header, records = json.loads(log[0]), [json.loads(x) for x in log[1:]]
     assert "system" in header and len(records) == 20
-    assert (header["backend"], header["model"], header["preference_dir"]) == ("heuristic", DEFAULT_MODEL,
-                                                                             str(tmp_path / "preference"))
+    assert (header["backend"], header["model"], header["preference_dir"]) == (
+        "heuristic", "none: a rule-based stand-in", str(tmp_path / "preference"))
     assert [r["pair"] for r in records] == list(range(20))
     assert all(r["label"] == labels[r["pair"]] and "Moment 1" in r["prompt"] for r in records)
     # every run records its label shares next to the final file
@@ -453,13 +453,16 @@ def test_each_run_opens_a_log_section_naming_its_backend_and_model(tmp_path) -> 
     stand-in's conversations and the model's could not be told apart."""
     write_dataset(tmp_path, "descender", make_dataset(3))
     assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic")) == 0
-    assert annotate_pairs.main(cli(tmp_path, "--backend", "random", "--preference_dir", str(tmp_path / "other"))) == 0
+    with FakeChatServer() as server:
+        assert annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", server.url, "--model", "fake-model",
+                                       "--answer_mode", "constrained", "--preference_dir", str(tmp_path / "other"))) == 0
     lines = [json.loads(x) for x in (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()]
     headers = [i for i, r in enumerate(lines) if "run" in r]
     assert headers == [0, 4] and all("pair" in r for i, r in enumerate(lines) if i not in headers)
-    assert [(lines[i]["backend"], lines[i]["preference_dir"]) for i in headers] == [
-        ("heuristic", str(tmp_path / "preference")), ("random", str(tmp_path / "other"))]
-    assert all(lines[i]["model"] == DEFAULT_MODEL and lines[i]["pairs_to_ask"] == 3 for i in headers)
+    assert [(lines[i]["backend"], lines[i]["model"], lines[i]["preference_dir"]) for i in headers] == [
+        ("heuristic", "none: a rule-based stand-in", str(tmp_path / "preference")),
+        ("openai", "fake-model (constrained answers)", str(tmp_path / "other"))]
+    assert all(lines[i]["pairs_to_ask"] == 3 for i in headers)
 
 
 def test_progress_counts_pairs_and_the_summary_is_printed_once(tmp_path, capsys, caplog) -> None:
