@@ -57,7 +57,6 @@ from rl_baseline.sf.cfg import ConfigError, evaluates_root_env, forced_skill, re
 from rl_baseline.sf.checkpoints import CheckpointError
 
 
-
 def _evaluate(cfg: Any) -> int:
     """An evaluation (tasks, a forced skill, or Motif's root environment); it writes its results at the end, so an
     interrupted one leaves nothing behind and says so."""
