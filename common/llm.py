@@ -52,6 +52,7 @@ behind the same two methods; splitting them would scatter what a reader compares
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -62,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from common.cli import MissingPackageError
 from common.flag_checks import FlagError, check_llm_client
 from common.gpu_memory import ModelMemoryError, preflight, visible_gpu_bytes
 from common.local_models import (
@@ -77,9 +79,19 @@ logger = logging.getLogger(__name__)
 Conversation = list[dict[str, str]]
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
-#: the backends that can restrict a reply to fixed choices (:meth:`Backend.complete_choice`)
-CHOICE_BACKENDS: tuple[str, ...] = ("llamacpp", "transformers", "hf-local", "openai")
 BACKENDS: tuple[str, ...] = ("vllm", "openai", "hf", "transformers", "llamacpp", "heuristic", "random", "replay")
+#: other names a backend answers to (Motif's scripts' spelling)
+BACKEND_ALIASES: dict[str, str] = {"hf-local": "transformers"}
+#: the backends that can restrict a reply to fixed choices (:meth:`Backend.complete_choice`), aliases included
+CHOICE_BACKENDS: tuple[str, ...] = ("llamacpp", "transformers", "hf-local", "openai")
+
+
+def backend_list(names: Sequence[str]) -> str:
+    """``names`` for a help text or an error, each alias beside the name it stands for:
+    ``llamacpp, transformers (alias hf-local), openai``."""
+    aliases = {target: [a for a, t in BACKEND_ALIASES.items() if t == target] for target in names}
+    return ", ".join(name + (f" (alias {', '.join(aliases[name])})" if aliases.get(name) else "")
+                     for name in names if name not in BACKEND_ALIASES)
 #: The paper's annotator (Llama 3.1 70B Instruct) and code generator (Llama 3.1 405B Instruct), as
 #: Hugging Face names them.
 ANNOTATOR_MODEL = "meta-llama/Llama-3.1-70B-Instruct"
@@ -102,6 +114,11 @@ ANNOTATOR_MODELS_BY_SIZE: dict[str, str] = {
 
 class BackendError(RuntimeError):
     """A backend cannot be created or a request failed for good."""
+
+
+class MissingBackendPackageError(BackendError, MissingPackageError):
+    """A backend's optional package (vLLM, llama-cpp-python, a named local model's package) is not installed;
+    the message says what to install. The scripts exit 2 for it, as for a flag that cannot work here."""
 
 
 LLMError = BackendError  # the name code generation uses
@@ -585,6 +602,8 @@ class TransformersBackend(Backend):
 def _local_file(model: str) -> Path:
     try:
         return local_model_file(model)
+    except MissingPackageError as exc:
+        raise MissingBackendPackageError(str(exc)) from exc
     except LocalModelError as exc:
         raise BackendError(str(exc)) from exc
 
@@ -627,7 +646,8 @@ class LlamaCppBackend(Backend):
         try:
             import llama_cpp  # lazy: optional (llama-cpp-python, requirements-local-llm.txt)
         except ImportError as exc:
-            raise BackendError(f"the llamacpp backend needs llama-cpp-python ({exc}): {LLAMA_CPP_INSTALL}") from exc
+            raise MissingBackendPackageError(f"the llamacpp backend needs llama-cpp-python ({exc}): "
+                                             f"{LLAMA_CPP_INSTALL}") from exc
         path = _local_file(model)
         self.sampling = sampling or SamplingConfig()
         seed = self.sampling.seed if self.sampling.seed is not None else llama_cpp.LLAMA_DEFAULT_SEED
@@ -729,7 +749,7 @@ class VLLMBackend(Backend):
         try:
             import vllm  # lazy: optional, only the vLLM environment (requirements-vllm.txt) has it
         except ImportError as exc:
-            raise BackendError(VLLM_MISSING.format(why=f"vllm is not installed ({exc})")) from exc
+            raise MissingBackendPackageError(VLLM_MISSING.format(why=f"vllm is not installed ({exc})")) from exc
         gpu_bytes = visible_gpu_bytes()
         if not gpu_bytes:
             raise BackendError(VLLM_MISSING.format(why="no CUDA GPU is visible"))
@@ -815,3 +835,21 @@ def make_backend(name: str, **kwargs: Any) -> Backend:
     if name != "random":
         kwargs.pop("seed", None)
     return factory(**kwargs)
+
+
+#: the importable module each backend needs beyond the main install, with what installs it
+_OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
+    "llamacpp": ("llama_cpp", f"the llamacpp backend needs llama-cpp-python: {LLAMA_CPP_INSTALL}"),
+    "vllm": ("vllm", VLLM_MISSING.format(why="vllm is not installed")),
+}
+
+
+def check_installed(backend: str, model: str) -> None:
+    """Whether backend ``backend`` can load ``model`` here, without loading anything (no import, no network):
+    its optional package and, for a named local model, the package that carries the file.
+    :class:`MissingBackendPackageError` saying what to install (a pipeline checks this before its first phase)."""
+    module, install = _OPTIONAL_MODULES.get(BACKEND_ALIASES.get(backend, backend), (None, ""))
+    if module is not None and importlib.util.find_spec(module) is None:
+        raise MissingBackendPackageError(install)
+    if backend in ("llamacpp", "transformers", "hf-local") and is_local_model(model):
+        _local_file(model)

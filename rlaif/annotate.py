@@ -72,6 +72,7 @@ from common.llm import (
     Backend,
     BackendError,
     Completion,
+    backend_list,
     check_backend_name,
     make_backend,
 )
@@ -212,6 +213,8 @@ class AnnotationSummary:
     #: tokens of this run's requests as the backend counted them (retries included); None: it does not count
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: who made the labels the chunk already held when this run had nothing to ask ("" otherwise)
+    labelled_before: str = ""
 
     @property
     def pairs_per_second(self) -> float:
@@ -241,11 +244,14 @@ class AnnotationSummary:
             f"unparseable after retry: {self.unparseable} ({100 * self.unparseable_rate:.1f}% of this run); "
             f"retried {self.retried}" + (f"; {self.identical} pairs with identical descriptions were ties without "
                                          "asking" if self.identical else ""),
-            f"speed: {self.pairs_per_second:.1f} pairs/s over {self.seconds:.2f}s",
+            f"speed: {significant(self.pairs_per_second)} pairs/s over {self.seconds:.2f}s",
         ]
         if self.prompt_tokens is not None and self.completion_tokens is not None and self.annotated:
             lines.append(f"tokens: {self.prompt_tokens} prompt + {self.completion_tokens} completion, "
                          f"{(self.prompt_tokens + self.completion_tokens) / self.annotated:.0f} per pair")
+        if self.labelled_before:
+            lines.append(f"nothing asked: every pair of the chunk already had a label ({self.labelled_before}); "
+                         "--ignore_existing labels them all afresh")
         lines.append(f"final file: {self.final_path}" if self.final_path else "final file: not merged yet (chunks remain)")
         if self.merged is not None:
             lines.append("all chunks, " + compare_with_release(self.skill, self.merged))
@@ -255,6 +261,12 @@ class AnnotationSummary:
                 lines.append(f"WARNING: {100 * undecided:.0f}% of the pairs are ties or unknown "
                              f"(the release's files have 2-6%, 26% for the ascender): check the prompt and the parser")
         return "\n".join(lines)
+
+
+def significant(x: float) -> str:
+    """``x`` with three significant digits, without an exponent (0.015, 1.73, 123, 4567): a rate of 0.015
+    pairs/s must not read 0.0."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 # --------------------------------------------------------------------------- files
@@ -307,7 +319,7 @@ def check_annotation_flags(cfg: "AnnotationConfig") -> None:
         raise FlagError(f"--answer_mode {cfg.answer_mode!r}: expected one of {', '.join(ANSWER_MODES)}")
     if cfg.answer_mode != "release" and not cfg.merge and cfg.backend not in CHOICE_BACKENDS:
         raise FlagError(f"--answer_mode {cfg.answer_mode} restricts replies by constrained decoding, which --backend "
-                        f"{cfg.backend} cannot do; use --backend {', '.join(CHOICE_BACKENDS)}")
+                        f"{cfg.backend} cannot do; use --backend {backend_list(CHOICE_BACKENDS)}")
 
 
 def chunk_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:
@@ -604,6 +616,9 @@ class _TokenCount:
 
 
 class _ConversationLog:
+    """``{logdir}/{annotator}.chunk{i}.jsonl``: one section per run, a header line (``"run"``: when it started,
+    its backend, model, answer mode, folders) followed by that run's pair records (``"pair"``)."""
+
     def __init__(self, path: Path | None, header: dict[str, Any]) -> None:
         self._fh = None
         if path is None:
@@ -616,8 +631,7 @@ class _ConversationLog:
                 fh.seek(-1, os.SEEK_END)
                 if fh.read(1) != b"\n":
                     self._fh.write("\n")
-        else:
-            self._fh.write(json.dumps(header) + "\n")
+        self._fh.write(json.dumps(header) + "\n")
 
     @property
     def active(self) -> bool:
@@ -643,19 +657,31 @@ def labels_model(cfg: AnnotationConfig) -> str:
     return cfg.model if cfg.answer_mode == "release" else f"{cfg.model} ({cfg.answer_mode} answers)"
 
 
-def _check_same_annotator(cfg: AnnotationConfig, sources: list[dict[str, Any]], cpath: Path) -> None:
-    """A resume adds labels of this run's backend and model to those already there: another annotator's are
-    refused unless ``allow_mixed_annotators`` (then each is recorded with its pair ranges)."""
+def _held_by(sources: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{sum(b - a for a, b in src['pairs'])} pairs by backend {src['backend']} (model {src['model']})"
+                     for src in sources)
+
+
+def _check_same_annotator(cfg: AnnotationConfig, sources: list[dict[str, Any]], cpath: Path, pending: int) -> None:
+    """A run adds labels of its backend and model to those already there: another annotator's are refused
+    unless ``allow_mixed_annotators`` (then each is recorded with its pair ranges). With nothing left to ask, a
+    run would label nothing and leave the other annotator's labels as the final file: refused too (no flag
+    but a fresh start or another name makes it this run's)."""
     others = [src for src in sources if (src["backend"], src["model"]) != (cfg.backend, labels_model(cfg))]
-    if not others or cfg.allow_mixed_annotators:
+    if not others or (cfg.allow_mixed_annotators and pending):
         return
-    held = "; ".join(f"{sum(b - a for a, b in src['pairs'])} pairs by backend {src['backend']} (model {src['model']})"
-                     for src in others)
+    this_run = f"this run is backend {cfg.backend} (model {labels_model(cfg)})"
+    if not pending:
+        raise AnnotationError(
+            f"{final_path(cfg.preference_dir, cfg.annotator)} already holds labels of another annotator for every pair "
+            f"of the chunk ({_held_by(others)}); {this_run} and would label nothing, leaving those labels as the final "
+            "file. Pass --ignore_existing to label every pair afresh (the file is replaced when the run finishes), or "
+            "write elsewhere: --preference_dir DIR or --custom_annotator_string NAME"
+        )
     raise AnnotationError(
-        f"{cpath} already holds labels of another annotator ({held}); this run is backend {cfg.backend} (model "
-        f"{labels_model(cfg)}). Pass --allow_mixed_annotators to add this run's labels (each annotator is then recorded "
-        "with its pair ranges in the metadata), --ignore_existing to start over, or --custom_annotator_string to "
-        "write under another name"
+        f"{cpath} already holds labels of another annotator ({_held_by(others)}); {this_run}. Pass "
+        "--allow_mixed_annotators to add this run's labels (each annotator is then recorded with its pair ranges in "
+        "the metadata), --ignore_existing to start over, or --custom_annotator_string to write under another name"
     )
 
 
@@ -705,8 +731,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         old_meta = _read_json(final_meta_path(sdir, ann))  # resumed from the final file's slice
     old_sources = _sources_of(old_meta, labels, start)
     recorded_model = labels_model(cfg)
-    if len(pending):
-        _check_same_annotator(cfg, old_sources, cpath)
+    _check_same_annotator(cfg, old_sources, cpath, len(pending))
     meta = {
         "annotator": ann, "skill": cfg.goal_key, "dataset": str(data_path), "num_pairs": num_pairs,
         "start": start, "end": end, "n_chunks": cfg.n_chunks, "chunk_number": cfg.chunk_number,
@@ -741,13 +766,21 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         assert backend is not None
         logger.info("backend: %s", backend.describe())
         log_path = Path(cfg.logdir) / f"{ann}.chunk{cfg.chunk_number}.jsonl" if cfg.log_conversations else None
-        conv_log = _ConversationLog(log_path, {"annotator": ann, "system": builder.system_prompt, "chunk": tag})
+        # every run opens its own section: runs into other folders, or with another backend, share the file
+        conv_log = _ConversationLog(log_path, {
+            "run": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "annotator": ann, "backend": cfg.backend,
+            "model": recorded_model if cfg.backend not in STAND_IN_BACKENDS else "none: a rule-based stand-in",
+            "answer_mode": cfg.answer_mode, "preference_dir": str(pdir),
+            "dataset": str(data_path), "chunk": tag, "pairs_to_ask": int(len(pending)),
+            "system": builder.system_prompt})
         delay = float(os.environ.get(TEST_DELAY_ENV, "0") or 0)
         jh, jm, jt = (_json_str(part)[1:-1] for part in builder.parts)
         size = pairs_per_call(cfg)
         batches = [pending[i:i + size] for i in range(0, len(pending), size)]
+        # the bar counts pairs: a batch of a slow model can take many minutes
+        bar = tqdm(total=len(pending), desc=f"{ann} {tag}", unit="pair", disable=not cfg.progress)
         try:
-            for b, local in enumerate(tqdm(batches, desc=f"{ann} {tag}", unit="batch", disable=not cfg.progress)):
+            for b, local in enumerate(batches):
                 pairs = local + start
                 caps_list = source.captions(pairs)
                 codes = [TIE] * len(pairs)
@@ -799,9 +832,11 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                     conv_log.flush()
                     write_meta(complete=False)
                     save_preferences(cpath, labels)
+                bar.update(len(pairs))
                 if delay:
                     time.sleep(delay)
         finally:
+            bar.close()
             conv_log.close()
             write_meta(complete=False)
             save_preferences(cpath, labels)
@@ -816,9 +851,10 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         ann, tag, num_pairs, end - start, annotated, retried, unparseable, seconds, label_counts(labels),
         str(final_path(pdir, ann)) if merged is not None else None, merged, cfg.goal_key, identical, cfg.layout,
         unusable_example, tokens.prompt, tokens.completion,
+        "" if len(pending) else (_held_by(old_sources) or "no record of who made them"),
     )
-    for line in summary.text().splitlines():
-        logger.info(line)
+    for line in summary.text().splitlines():  # the scripts print the summary: once on the screen
+        logger.debug(line)
     return summary
 
 

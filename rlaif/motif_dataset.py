@@ -214,7 +214,8 @@ def load_motif_preferences(directory: str | os.PathLike, annotator: str, num_pai
         )
     labels = np.asarray(open_array(path))
     try:
-        return validate_preferences(labels, num_pairs, str(path))
+        return validate_preferences(labels, num_pairs, str(path), remedy="Annotate the dataset again (python -m "
+                                    "scripts.annotate_pairs_dataset ... --ignore-existing)")
     except PreferenceError as exc:
         raise MotifLayoutError(str(exc)) from exc
 

@@ -22,21 +22,29 @@ class PreferenceError(ValueError):
     """A preference file is missing, malformed or does not match its dataset."""
 
 
-def validate_preferences(labels: np.ndarray, num_pairs: int | None = None, source: str = "preferences") -> np.ndarray:
+#: what to do about a preference file that does not fit its dataset (said once, at the end of the error)
+ANNOTATE_AGAIN = "Annotate the dataset again (python -m scripts.annotate_pairs ... --ignore_existing), or pick the " \
+                 "dataset these labels belong to"
+
+
+def validate_preferences(labels: np.ndarray, num_pairs: int | None = None, source: str = "preferences",
+                         remedy: str = ANNOTATE_AGAIN) -> np.ndarray:
+    """``labels`` as int32, checked: 1-D integers 0-3, ``num_pairs`` of them when given; else
+    :class:`PreferenceError` naming ``source``, then ``remedy``."""
     labels = np.asarray(labels)
+    problem = None
     if labels.ndim != 1:
-        raise PreferenceError(f"{source}: expected a 1-D array of labels, got shape {labels.shape}")
-    if not np.issubdtype(labels.dtype, np.integer):
-        raise PreferenceError(f"{source}: labels must be integers, got dtype {labels.dtype}")
-    bad = (labels < FIRST) | (labels > UNKNOWN)
-    if bad.any():
-        values = sorted(set(labels[bad].tolist()))[:10]
-        raise PreferenceError(f"{source}: {int(bad.sum())} labels outside 0-3 (values {values})")
-    if num_pairs is not None and len(labels) != num_pairs:
-        raise PreferenceError(
-            f"{source}: has {len(labels)} labels but the dataset has {num_pairs} pairs; "
-            "annotate this dataset again (or pick the matching dataset)"
-        )
+        problem = f"expected a 1-D array of labels, got shape {labels.shape}"
+    elif not np.issubdtype(labels.dtype, np.integer):
+        problem = f"labels must be integers, got dtype {labels.dtype}"
+    else:
+        bad = (labels < FIRST) | (labels > UNKNOWN)
+        if bad.any():
+            problem = f"{int(bad.sum())} labels outside 0-3 (values {sorted(set(labels[bad].tolist()))[:10]})"
+        elif num_pairs is not None and len(labels) != num_pairs:
+            problem = f"has {len(labels)} labels but the dataset has {num_pairs} pairs"
+    if problem:
+        raise PreferenceError(f"{source}: {problem}" + (f". {remedy}" if remedy else ""))
     return labels.astype(np.int32, copy=False)
 
 
@@ -44,12 +52,8 @@ def load_preferences(path: str | os.PathLike, num_pairs: int | None = None) -> n
     path = Path(path)
     if not path.exists():
         raise PreferenceError(f"preference file not found: {path}")
-    remedy = "Annotate the dataset again (python -m scripts.annotate_pairs ... --ignore_existing)"
-    labels = load_npy(path, "preference file (.npy, one integer label 0-3 per pair)", remedy, PreferenceError)
-    try:
-        return validate_preferences(labels, num_pairs, str(path))
-    except PreferenceError as exc:
-        raise PreferenceError(f"{exc}. {remedy}") from None
+    labels = load_npy(path, "preference file (.npy, one integer label 0-3 per pair)", ANNOTATE_AGAIN, PreferenceError)
+    return validate_preferences(labels, num_pairs, str(path))
 
 
 def save_preferences(path: str | os.PathLike, labels: np.ndarray, dtype: Any = np.int32) -> None:
@@ -57,7 +61,7 @@ def save_preferences(path: str | os.PathLike, labels: np.ndarray, dtype: Any = n
 
     ``dtype``: int32 for this project's files, int8 for Motif's layout (what its annotation script writes)."""
     path = Path(path)
-    labels = validate_preferences(labels, source=str(path))
+    labels = validate_preferences(labels, source=str(path), remedy="")
     atomic_save_npy(path, labels.astype(dtype, copy=False))
 
 

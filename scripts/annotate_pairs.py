@@ -16,11 +16,11 @@ import argparse
 import logging
 import sys
 
-from common.flag_checks import FlagError
+from common.cli import FAILED, USAGE, MissingPackageError, ScriptParser, error
 from common.interrupts import interrupted_exit, sigterm_raises
-from common.llm import BACKENDS, DEFAULT_MODEL, BackendError
+from common.llm import BACKEND_ALIASES, BACKENDS, CHOICE_BACKENDS, DEFAULT_MODEL, BackendError, backend_list
 from common.vocabulary import SKILLS
-from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags, chunk_path
+from rlaif.annotate import AnnotationConfig, annotate_chunk, check_annotation_flags, chunk_path
 from rlaif.prompts import ANSWER_MODES
 
 
@@ -35,7 +35,7 @@ def boolean_flag(text: str) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.annotate_pairs",
         description=(
             "Annotate pairs of observations (samples 2k, 2k+1 of {directory}/{goal_key}.npz or .pkl) with "
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="name of the preference file; default llama3_{goal_key}_default")
     p.add_argument("--prompt", default="default",
                    help="'default' or a text file with a template holding {preference}, {caption_1} and {caption_2}")
-    p.add_argument("--backend", default="vllm", help=f"annotation backend, one of: {', '.join(BACKENDS)} "
+    p.add_argument("--backend", default="vllm", help=f"annotation backend, one of: {backend_list(BACKENDS)} "
                    "(heuristic: rule-based stand-in for the LLM; random: random labels)")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model id or local path (vllm, transformers, openai, hf)")
     p.add_argument("--base_url", "--base-url", dest="base_url", default=None,
@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "default); the metadata then records each annotator with its pair ranges")
     p.add_argument("--merge", action="store_true",
                    help="only merge the finished chunk files of --n_chunks into the final file")
+    p.add_argument("--device", default=None,
+                   help="for --backend transformers: cpu, cuda or cuda:N (default: CUDA when a GPU is visible, else cpu)")
     p.add_argument("--device_map", "--device-map", dest="device_map", default=None,
                    help="for --backend transformers: e.g. 'auto' to spread a large model over all GPUs (needs accelerate)")
     p.add_argument("--concurrency", type=int, default=16, help="parallel requests for --backend openai/hf")
@@ -111,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how the answer is asked: release (the paper's: reasoning, then the answer line, one free "
                         "retry), constrained_retry (the retry restricted to the answer lines), constrained (the "
                         "answer line alone, restricted, no reasoning; for small models that never end in the asked "
-                        "form). The constrained modes need --backend llamacpp or openai (llama.cpp's or vLLM's server)")
+                        "form). The constrained modes need --backend " + backend_list(CHOICE_BACKENDS) + " (openai: llama.cpp's or vLLM's "
+                        "server)")
     p.add_argument("--no_progress", "--no-progress", dest="progress", action="store_false", help="hide the progress bar")
     p.add_argument("--log_level", "--log-level", dest="log_level", default="INFO", help="logging level")
     return p
@@ -122,35 +125,29 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    if args.backend not in BACKENDS and args.backend != "hf-local":
-        print(f"error: --backend {args.backend!r} is unknown; valid backends: {', '.join(BACKENDS)}", file=sys.stderr)
-        return 2
-    options = {k: v for k, v in vars(args).items() if k not in ("log_level", "device_map")}
+    if args.backend not in BACKENDS and args.backend not in BACKEND_ALIASES:
+        return error(f"--backend {args.backend!r} is unknown; valid backends: {backend_list(BACKENDS)}")
+    options = {k: v for k, v in vars(args).items() if k not in ("log_level", "device_map", "device")}
     cfg = AnnotationConfig(**options)
-    if args.device_map is not None:
-        cfg.backend_kwargs["device_map"] = args.device_map
+    for name in ("device_map", "device"):
+        if getattr(args, name) is not None:
+            cfg.backend_kwargs[name] = getattr(args, name)
     try:
         check_annotation_flags(cfg)
-    except FlagError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
         with sigterm_raises():
             summary = annotate_chunk(cfg)
-    except (AnnotationError, BackendError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (MissingPackageError, ValueError) as exc:  # bad input (the project's input errors are ValueErrors)
+        return error(exc, USAGE)
+    except (BackendError, OSError) as exc:  # the run itself failed: a server that stopped answering, a full disk
+        return error(exc, FAILED)
     except KeyboardInterrupt as exc:
         saved = chunk_path(cfg.work_dir, cfg.annotator, cfg.chunk_number, cfg.n_chunks)
         return interrupted_exit(exc, f"the labels of every finished batch are saved in {saved} (and the "
                                 f"conversations in {cfg.logdir}); run the same command again to resume: only the "
                                 "pairs still unknown are asked")
     print(summary.text())
-    error = summary.unusable_error(args.max_unusable_share)
-    if error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0
+    unusable = summary.unusable_error(args.max_unusable_share)
+    return error(unusable, FAILED) if unusable else 0
 
 
 if __name__ == "__main__":

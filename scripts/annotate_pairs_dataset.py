@@ -27,10 +27,10 @@ import logging
 import sys
 from pathlib import Path
 
-from common.flag_checks import FlagError
+from common.cli import FAILED, USAGE, MissingPackageError, ScriptParser, error
 from common.interrupts import interrupted_exit, sigterm_raises
-from common.llm import BACKENDS, MOTIF_ANNOTATOR_MODELS, BackendError
-from rlaif.annotate import AnnotationConfig, AnnotationError, annotate_chunk, check_annotation_flags, chunk_path
+from common.llm import BACKEND_ALIASES, BACKENDS, MOTIF_ANNOTATOR_MODELS, BackendError, backend_list
+from rlaif.annotate import AnnotationConfig, annotate_chunk, check_annotation_flags, chunk_path
 from rlaif.motif_dataset import MotifLayoutError, rule_preferences
 from rlaif.motif_prompts import GOAL_KEYS, LLM_SIZES, PROMPT_CONTEXTS, PROMPT_VERSIONS, equivalent_context
 from scripts.annotate_pairs import boolean_flag
@@ -40,7 +40,7 @@ STATE_DIRNAME = "annotation_state"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.annotate_pairs_dataset",
         description=(
             "Annotate the pairs of Motif's dataset layout ({directory}/data/*.npy) with an LLM judge's preferences; "
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "replaced only when the new run finishes)")
     # this project's flags
     p.add_argument("--backend", default="vllm",
-                   help=f"one of {', '.join(BACKENDS)} (heuristic: a rule-based stand-in for the LLM; random: random labels)")
+                   help=f"one of {backend_list(BACKENDS)} (heuristic: a rule-based stand-in for the LLM; random: random labels)")
     p.add_argument("--model", default=None, help="model id or path instead of the --llm-size Llama 2 chat model")
     p.add_argument("--base-url", "--base_url", dest="base_url", default=None,
                    help="server of --backend openai/hf, e.g. http://localhost:8000/v1")
@@ -163,14 +163,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             path, counts = rule_preferences(args.directory, args.annotator_type,
                                             name=args.custom_annotator_string, ignore_existing=args.ignore_existing)
-        except (MotifLayoutError, OSError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        except MotifLayoutError as exc:
+            return error(exc, USAGE)
+        except OSError as exc:
+            return error(exc, FAILED)
         print(f"{args.annotator_type} annotator: wrote {path} ({counts})")
         return 0
-    if args.backend not in BACKENDS and args.backend != "hf-local":
-        print(f"error: --backend {args.backend!r} is unknown; valid backends: {', '.join(BACKENDS)}", file=sys.stderr)
-        return 2
+    if args.backend not in BACKENDS and args.backend not in BACKEND_ALIASES:
+        return error(f"--backend {args.backend!r} is unknown; valid backends: {backend_list(BACKENDS)}")
     directory = Path(args.directory)
     try:
         context = _prompt_context(args)
@@ -196,16 +196,13 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger("scripts.annotate_pairs_dataset").warning(
                 "--backend %s is not an LLM: its labels go to %s.npy (Motif's name for the prompt configuration); "
                 "%s/%s.meta.json records the backend", args.backend, cfg.annotator, cfg.work_dir, cfg.annotator)
-        try:
-            check_annotation_flags(cfg)
-        except FlagError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        check_annotation_flags(cfg)
         with sigterm_raises():
             summary = annotate_chunk(cfg)
-    except (AnnotationError, BackendError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (MissingPackageError, ValueError) as exc:  # bad input (the project's input errors are ValueErrors)
+        return error(exc, USAGE)
+    except (BackendError, OSError) as exc:  # the run itself failed: a server that stopped answering, a full disk
+        return error(exc, FAILED)
     except KeyboardInterrupt as exc:
         saved = chunk_path(cfg.work_dir, cfg.annotator, cfg.chunk_number, cfg.n_chunks)
         return interrupted_exit(exc, f"the labels of every finished batch are saved in {saved}; run the same "
@@ -214,11 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: the --backend {args.backend} stand-in does not read the --prompt-context text; its labels are "
               "those it gives without it (the prompts and conversation logs do hold the context)")
     print(summary.text())
-    error = summary.unusable_error(args.max_unusable_share)
-    if error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0
+    unusable = summary.unusable_error(args.max_unusable_share)
+    return error(unusable, FAILED) if unusable else 0
 
 
 if __name__ == "__main__":

@@ -15,13 +15,14 @@ import argparse
 import logging
 import sys
 
+from common.cli import ScriptParser
 from orchestration.baseline_cost import LLM_MODES, CostError, parse_phase_spec, write_cost
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.baseline_cost",
-                                description="Measure what a baseline's phases cost and write cost.json.",
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = ScriptParser(prog="python -m scripts.baseline_cost",
+                     description="Measure what a baseline's phases cost and write cost.json.",
+                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--out_dir", required=True, help="the pipeline's output folder (holds .pipeline/ and baselines/)")
     p.add_argument("--name", required=True, help="the baseline's name (its folder under {out_dir}/baselines/)")
     p.add_argument("--label", required=True, help="an honest one-line label of what ran (annotator, scale)")

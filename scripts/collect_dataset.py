@@ -16,6 +16,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
+from common.cli import ScriptParser
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import SKILLS
 from rl_baseline.collect.config import (
@@ -33,7 +34,7 @@ from rl_baseline.collect.rollouts import check_output, collect_dataset, output_p
 def build_parser() -> argparse.ArgumentParser:
     d = CollectConfig(skill=SKILLS[0], num_pairs=1)
     e = ExplorerConfig()
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.collect_dataset",
         description="Play NetHackScoreMonk-v1 with scripted/random/trained policies and save message/stats "
                     "pairs for preference annotation.",

@@ -17,11 +17,13 @@ import sys
 
 from code_generation.combine import CombineError, combine
 from code_generation.loader import MetaPolicyError
+from common.cli import ScriptParser
 from common.vocabulary import ALL_TASKS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.combine", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, choices=ALL_TASKS, help="task whose policy is combined")
     p.add_argument("--seed", type=int, default=42,
                    help="run number of scripts.generate_code (_seed{N}); the module is written to seed{N}")

@@ -16,8 +16,10 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 from common.atomic_io import atomic_write_json
+from common.cli import ScriptParser, error
 from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError, load_dataset
 from rlaif.label_comparison import LabelComparison, compare_labels
@@ -27,8 +29,8 @@ _ORDER = ("first", "second", "tie", "unknown")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.compare_labels", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.compare_labels", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset_dir", "--dataset-dir", dest="dataset_dir", required=True,
                    help="folder of the annotated datasets {skill}.npz")
     p.add_argument("--labels_dir", "--labels-dir", dest="labels_dir", required=True,
@@ -78,8 +80,23 @@ def format_table(results: dict[str, LabelComparison], names: tuple[str, str]) ->
     return "\n".join(lines)
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinity as None: JSON has no NaN (``json.dumps`` writes a bare ``NaN`` that
+    strict readers refuse), and a share over no pairs is "none", not a number."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.out and Path(args.out).is_dir():  # found before the work, not after the table is printed
+        return error(f"--out {args.out} is a folder; give the JSON file to write, e.g. "
+                     f"{Path(args.out) / 'label_comparison.json'}")
     names = tuple(n.strip() for n in args.names.split(","))
     if len(names) != 2 or not all(names):
         print(f"error: --names needs two names, got {args.names!r}", file=sys.stderr)
@@ -110,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(format_table(results, names))
     if args.out:
-        atomic_write_json(args.out, {"names": list(names), "labels_dir": args.labels_dir,
-                                     "against_dir": args.against_dir, "dataset_dir": args.dataset_dir,
-                                     "skills": {s: c.as_dict() for s, c in results.items()}})
+        atomic_write_json(args.out, json_safe({"names": list(names), "labels_dir": args.labels_dir,
+                                               "against_dir": args.against_dir, "dataset_dir": args.dataset_dir,
+                                               "skills": {s: c.as_dict() for s, c in results.items()}}))
         print(f"wrote {args.out}")
     return 0
 

@@ -20,11 +20,12 @@ import logging
 import sys
 from typing import Optional, Sequence
 
+from common.cli import ScriptParser
 from rl_baseline.sf.release_policy import RELEASE_CHECKPOINT, ReleaseConversionError, convert_release_checkpoint
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.convert_release_policy",
         description="Convert the release's sample-factory-1 skill-policy checkpoint into this project's "
                     "sample-factory-2 format (--encoder_arch release): writes "

@@ -22,6 +22,7 @@ import logging
 import sys
 from pathlib import Path
 
+from common.cli import ScriptParser
 from common.vocabulary import SKILLS
 from rlaif.release_reward import DEFAULT_NAME_TEMPLATE, convert_release_rewards
 from rlaif.reward_model import RewardCheckpointError
@@ -36,7 +37,7 @@ def _skill_list(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.convert_release_rewards",
         description="Convert the authors' released reward-model checkpoints (their train_dir/skill_rewards) into "
                     "reward directories that --reward_dir reads (reward architecture 'release').",

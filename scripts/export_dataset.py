@@ -18,13 +18,14 @@ import logging
 import sys
 from pathlib import Path
 
+from common.cli import FAILED, USAGE, ScriptParser, error
 from common.vocabulary import SKILLS
 
 FORMATS = ("motif",)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.export_dataset",
         description="Write a dataset of this project (og_dataset/{skill}.npz and its preference files) in Motif's "
                     "dataset layout (data/, info/, preference/), for Motif's commands and tools.",
@@ -59,9 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         out = export_motif_layout(dataset, prefs, args.out,
                                   meta={"dataset": str(path), "skill": args.skill, **dataset.meta},
                                   overwrite=args.overwrite, progress=args.progress)
-    except (DatasetError, MotifLayoutError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (DatasetError, MotifLayoutError) as exc:  # bad input: a flag's file or folder
+        return error(exc, USAGE)
+    except OSError as exc:  # the run failed: a full disk, no permission
+        return error(exc, FAILED)
     print(f"exported {dataset.num_pairs} pairs of {path} with {len(prefs)} preference file(s) "
           f"({', '.join(prefs) or 'none'}) to {out} (Motif's layout)")
     return 0

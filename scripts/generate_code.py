@@ -11,6 +11,7 @@ import sys
 from code_generation.generate import GenerationConfig, generate
 from code_generation.prompts import PromptError
 from code_generation.sandbox import SandboxLimits
+from common.cli import FAILED, USAGE, MissingPackageError, ScriptParser, error
 from common.llm import CODER_MODEL, BackendError, make_backend
 from common.vocabulary import ALL_TASKS
 
@@ -19,7 +20,8 @@ CODE_BACKENDS = ("hf", "openai", "transformers", "llamacpp", "vllm", "replay")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.generate_code", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, choices=ALL_TASKS, help="task whose policy over skills is written")
     p.add_argument("--seed", type=int, default=42,
                    help="run number: names the output folder _seed{N} and is the sampling seed sent to the model")
@@ -68,9 +70,10 @@ def main(argv: list[str] | None = None) -> int:
                               timeout=args.timeout, max_retries=2, concurrency=1, device=args.device,
                               device_map=args.device_map)
         result = generate(config, client)
-    except (BackendError, PromptError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (MissingPackageError, PromptError) as exc:  # a missing optional package or a bad prompt file
+        return error(exc, USAGE)
+    except BackendError as exc:  # the model's server failed, or a transcript ran out
+        return error(exc, FAILED)
     print(f"transcript: {result.transcript_path}")
     if not result.accepted:
         print(f"error: {result.reason}; nothing written to execution.py", file=sys.stderr)

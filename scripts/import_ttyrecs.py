@@ -23,6 +23,7 @@ import sqlite3
 import sys
 from typing import Optional, Sequence
 
+from common.cli import ScriptParser
 from common.vocabulary import SKILLS
 from rl_baseline.collect.config import CollectError, add_dataset_args, check_dataset_args
 from rl_baseline.collect.rollouts import check_output, output_path, write_dataset
@@ -31,7 +32,7 @@ from rl_baseline.collect.ttyrecs import LAYOUTS, ImportConfig, import_ttyrecs
 
 def build_parser() -> argparse.ArgumentParser:
     d = ImportConfig(skill=SKILLS[0], num_pairs=1)
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.import_ttyrecs",
         description="Read human (or agent) NetHack recordings with nle.dataset and save message/stats pairs "
                     "for preference annotation.",

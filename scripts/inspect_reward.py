@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 
+from common.cli import ScriptParser
 from common.nethack.messages import encode_message
 from rlaif.dataset import DatasetError, load_dataset
 from rlaif.reward_model import load_skill_reward
@@ -21,7 +22,7 @@ from rlaif.train_reward import ScoredInput, score_dataset_inputs
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.inspect_reward",
         description="Print the top- and bottom-scored distinct (message, depth change) inputs of a dataset "
                     "with their normalized rewards.",

@@ -25,6 +25,7 @@ import logging
 import sys
 from pathlib import Path
 
+from common.cli import USAGE, ScriptParser, error
 from common.llm import CODER_MODEL, BackendError
 from common.vocabulary import EVAL_TASKS
 from rl_baseline.baselines.llm_policy.client import POLICY_BACKENDS, LLMClient, LLMSettings
@@ -32,7 +33,7 @@ from rl_baseline.baselines.llm_policy.prompts import PROMPT_KINDS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.llm_policy",
         description="Evaluate the paper's LLM policy baseline on one task: a language model chooses every "
                     "primitive action from a text rendering of the observation. --backend stand_in is a rule-based "
@@ -109,7 +110,6 @@ def config_from_args(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
-    log = logging.getLogger("scripts.llm_policy")
     from rl_baseline.baselines.llm_policy.run import evaluate_llm_policy  # lazy: NLE and numpy, as above
 
     cfg = config_from_args(args)
@@ -117,11 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg.check()
         client = LLMClient(cfg.llm)  # checks the backend before any environment or file exists
     except (ValueError, BackendError) as exc:
-        log.error("%s", exc)
-        return 2
+        return error(exc, USAGE)
     except Exception as exc:  # a local model that does not load (transformers: a wrong --model, ...)
-        log.error("--backend %s --model %s: the backend cannot be created: %s", args.backend, args.model, exc)
-        return 2
+        return error(f"--backend {args.backend} --model {args.model}: the backend cannot be created: {exc}", USAGE)
     evaluate_llm_policy(cfg, client)
     return 0
 

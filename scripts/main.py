@@ -50,12 +50,11 @@ if __package__ in (None, ""):  # run as a file (python scripts/main.py, ONI's sp
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # the project's imports come after the path above (which a run as a file needs to find them)
+from common.cli import USAGE, error
 from common.interrupts import RECEIVED, interrupted_exit, sigterm_raises
 from common.llm import BackendError
 from rl_baseline.sf.cfg import ConfigError, evaluates_root_env, forced_skill, resolve_cfg
 from rl_baseline.sf.checkpoints import CheckpointError
-
-logger = logging.getLogger("scripts.main")
 
 
 def _evaluate(cfg: Any) -> int:
@@ -99,12 +98,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 128 + (RECEIVED[-1] if RECEIVED else int(signal.SIGINT))
         return status
     except (ConfigError, CheckpointError, FileNotFoundError, BackendError) as exc:  # BackendError: --meta_llm_*
-        logger.error("%s", exc)
-        return 2
+        return error(exc, USAGE)
     except Exception as exc:  # sample-factory's config loader raises bare Exception
         if "Could not load saved parameters" in str(exc):
-            logger.error("%s", exc)
-            return 2
+            return error(exc, USAGE)
         raise
 
 

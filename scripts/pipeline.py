@@ -21,7 +21,9 @@ import sys
 from pathlib import Path
 
 from code_generation.verify import check_meta_policies
+from common.cli import USAGE, ScriptParser, error
 from common.interrupts import interrupted_exit, sigterm_raises
+from common.llm import BackendError, check_installed
 from common.vocabulary import ALL_TASKS, EVAL_TASKS
 from orchestration.baselines import available
 from orchestration.phases import PipelineError
@@ -44,7 +46,7 @@ def _csv(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.pipeline",
         description="Runs data collection, annotation, reward training, code generation (replayed), "
                     "skill training, evaluation and the report in order (presets smoke, learn, ci), or prints "
@@ -188,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_slurm:
         return 0
 
+    try:  # before the first phase: a missing package stopped the run only at annotation, after collection
+        check_installed(cfg.annotate_backend, cfg.annotate_model)
+    except BackendError as exc:
+        return error(f"--annotator {args.annotator or 'stand-in'}: {exc}", USAGE)
     out = Path(cfg.out_dir)
     if args.clean:
         try:

@@ -23,11 +23,12 @@ import logging
 import sys
 from pathlib import Path
 
+from common.cli import ScriptParser
 from orchestration.report import DEFAULT_WINDOW, ReportError, build_report
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.report",
         description="Collect */eval/*_seed*.json, sample-factory summaries / skill_stats.json, "
                     "*/skill_report.md and */reward_metrics/metrics.csv below the given folders into "

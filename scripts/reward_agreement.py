@@ -23,6 +23,7 @@ import argparse
 import logging
 import sys
 
+from common.cli import ScriptParser
 from common.llm import BACKENDS, DEFAULT_MODEL, BackendError
 from common.vocabulary import SKILLS
 from orchestration.reward_agreement import (
@@ -37,7 +38,7 @@ from rlaif.annotate import AnnotationError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.reward_agreement",
         description=(
             "On-policy agreement of a skill's reward model with its annotator: play --episodes episodes with the "

@@ -8,7 +8,7 @@ Plays the same seeded games with the same actions (the dataset collection's expl
 it finds, or --policy random: uniform actions without prayer) through the skill environment of training,
 once per timing, and prints a table: each skill's return per episode, the reward paid for the
 observations that arrived a level deeper by the stairs, and the share of steps whose message is empty or
-a wall message (rl_baseline/sf/reward_trace.py). With --out, writes reward_trace.{md,json} there.
+a wall message (orchestration/reward_trace.py). With --out, writes reward_trace.{md,json} there.
 Exit status 2 on bad input (a missing reward directory, a quantile list of the wrong length).
 """
 from __future__ import annotations
@@ -19,15 +19,23 @@ import logging
 from pathlib import Path
 from typing import Optional, Sequence
 
-from common.vocabulary import NUM_SKILLS
-from rl_baseline.sf.cfg import DEFAULT_QUANTILES, ConfigError, SkillEnvConfig, parse_quantiles, parse_reward_dirs
+from common.cli import ScriptParser, error
+from common.vocabulary import NUM_SKILLS, SKILLS
+from rl_baseline.sf.cfg import (
+    DEFAULT_QUANTILES,
+    ConfigError,
+    SkillEnvConfig,
+    parse_quantiles,
+    parse_reward_dirs,
+    reward_thresholds,
+)
 
 logger = logging.getLogger("scripts.reward_trace")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.reward_trace", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.reward_trace", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reward_dir", required=True,
                    help="the five reward model directories in skill order, as a list literal (as scripts.main)")
     p.add_argument("--eps_threshold_quantile", default=DEFAULT_QUANTILES,
@@ -43,28 +51,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     args = build_parser().parse_args(argv)
-    from rl_baseline.sf.reward_trace import compare_timings, markdown_table  # lazy: pulls in NLE and torch
-    from rl_baseline.skills.intrinsic_reward import RewardConfigError  # lazy: pulls in numpy; --help stays light
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
+    from orchestration.reward_trace import compare_timings, markdown_table  # lazy: pulls in NLE and torch
 
-    if args.episodes < 1 or args.max_episode_steps < 1:
-        logger.error("--episodes and --max_episode_steps must be at least 1")
-        return 2
+    for flag in ("episodes", "max_episode_steps"):
+        if getattr(args, flag) < 1:
+            return error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     try:
         dirs = parse_reward_dirs(args.reward_dir)
-        quantiles = parse_quantiles(args.eps_threshold_quantile, NUM_SKILLS)
+        if len(dirs) != NUM_SKILLS:
+            raise ConfigError(f"--reward_dir: {NUM_SKILLS} reward directories needed, one per skill in skill order "
+                              f"({', '.join(SKILLS)}); got {len(dirs)}")
         missing = [d for d in dirs if not Path(d).is_dir()]
-        if len(dirs) != NUM_SKILLS or missing:
-            raise ConfigError(f"--reward_dir: {NUM_SKILLS} reward directories needed in skill order, got "
-                              f"{len(dirs)}" + (f"; not found: {', '.join(missing)}" if missing else ""))
+        if missing:
+            raise ConfigError(f"--reward_dir: {len(missing)} of the {NUM_SKILLS} reward directories not found: "
+                              f"{', '.join(missing)}")
+        quantiles = parse_quantiles(args.eps_threshold_quantile, NUM_SKILLS)
+        reward_thresholds(dirs, quantiles)  # each model loads and has its quantile: a flag's error, not a traceback
         config = SkillEnvConfig(max_episode_steps=args.max_episode_steps, reward_dirs=tuple(dirs),
                                 quantiles=tuple(quantiles))
         results = compare_timings(config, args.episodes, args.seed, show_progress=not args.no_progress,
                                   policy=args.policy)
-    except (ConfigError, RewardConfigError) as exc:
-        logger.error("%s", exc)
-        return 2
+    except ConfigError as exc:
+        return error(exc)
     table = markdown_table(results)
     print(table)
     if args.out:

@@ -23,11 +23,13 @@ import time
 from pathlib import Path
 
 from common.atomic_io import atomic_write_text
+from common.cli import FAILED, USAGE, ScriptParser, error
 from common.local_models import (
     LLAMA_CPP_INSTALL,
     LOCAL_MODELS,
     LocalModelError,
     llama_cpp_server_command,
+    local_model_file,
     served_name,
 )
 from rl_baseline.baselines.oni.service import ServerError, server_url, wait_for_server
@@ -48,12 +50,29 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be at most 65535 (a TCP port), got {value}")
+    return value
+
+
+def _host_problem(host: str, port: int) -> str | None:
+    """Why ``host`` cannot be served on (a name that does not resolve), or None."""
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        return f"cannot be resolved to an address ({exc})"
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.serve_local_llm", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m",
                    help=f"a named local model ({', '.join(LOCAL_MODELS)}) or a .gguf path (default: %(default)s)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s, this machine only)")
-    p.add_argument("--port", type=_positive_int, default=8000, help="port (default: %(default)s)")
+    p.add_argument("--port", type=_port, default=8000, help="port, 1 to 65535 (default: %(default)s)")
     p.add_argument("--n_ctx", type=_positive_int, default=8192,
                    help="context window in tokens, prompt and reply together (default: %(default)s)")
     p.add_argument("--n_threads", type=_positive_int, default=None,
@@ -69,20 +88,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    # the flags first, so that each mistake is named even where llama.cpp is not installed yet
+    try:
+        local_model_file(args.model)
+    except LocalModelError as exc:
+        return error(f"--model: {exc}", USAGE)
+    problem = _host_problem(args.host, args.port)
+    if problem:
+        return error(f"--host {args.host}: {problem}", USAGE)
+    if _port_in_use(args.host, args.port):
+        return error(f"--port {args.port}: something already listens on {args.host}:{args.port}; pick another port "
+                     "or stop it", USAGE)
     try:
         import llama_cpp.server  # noqa: F401  # lazy: optional (llama-cpp-python); only to say what is missing before starting a process
     except ImportError as exc:
-        print(f"error: llama.cpp's server is not installed ({exc}): {LLAMA_CPP_INSTALL}", file=sys.stderr)
-        return 2
-    try:
-        cmd = llama_cpp_server_command(args.model, args.host, args.port, args.n_ctx, args.n_threads)
-    except LocalModelError as exc:
-        print(f"error: --model: {exc}", file=sys.stderr)
-        return 2
-    if _port_in_use(args.host, args.port):
-        print(f"error: --port {args.port}: something already listens on {args.host}:{args.port}; "
-              "pick another port or stop it", file=sys.stderr)
-        return 2
+        return error(f"llama.cpp's server is not installed ({exc}): {LLAMA_CPP_INSTALL}", USAGE)
+    cmd = llama_cpp_server_command(args.model, args.host, args.port, args.n_ctx, args.n_threads)
     log_path = Path(args.log or f"train_dir/llm_server_{args.port}.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     url = server_url(args.host, args.port)
@@ -107,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 logger.info("stopped before the server answered")
                 return 0
             tail = log_path.read_text(errors="replace")[-3000:]
-            print(f"error: {exc}\n--- end of {log_path} ---\n{tail}", file=sys.stderr)
-            return 1
+            return error(exc, FAILED, detail=f"--- end of {log_path} ---\n{tail}")
         print(f"ready: {url} serves {name} (clients: --backend openai --base_url {url} --model {name}); "
               "Ctrl-C stops it", flush=True)
         if args.ready_file:
@@ -117,9 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
         if server.poll() is not None:
             tail = log_path.read_text(errors="replace")[-3000:]
-            print(f"error: the server exited by itself (status {server.returncode})\n--- end of {log_path} ---\n"
-                  f"{tail}", file=sys.stderr)
-            return 1
+            return error(f"the server exited by itself (status {server.returncode})", FAILED,
+                         detail=f"--- end of {log_path} ---\n{tail}")
         logger.info("stopping the server (signal %s)", stopping["signal"])
         return 0
     finally:

@@ -5,8 +5,11 @@ Example: python -m scripts.serve_stand_in_llm --port 9001
 """
 from __future__ import annotations
 
+from common.cli import one_line_errors
 from rl_baseline.baselines.oni.stand_in_server import build_parser, serve
 
 if __name__ == "__main__":
-    args = build_parser().parse_args()
+    parser = build_parser()
+    parser.prog = "python -m scripts.serve_stand_in_llm"
+    args = one_line_errors(parser).parse_args()
     serve(args.port, args.model, args.mode, args.delay, args.log)

@@ -6,25 +6,26 @@ For every skill the policy was trained with, runs ``--episodes`` episodes per po
 (trained, untrained, uniform random) with the skill held (no meta-policy) and scores them
 with the skill's measures (rl_baseline/tasks/skill_measures.py). Writes
 ``skill_report.md`` (a table of mean and 95% CI per measure), ``skill_report.json`` and
-``skill_report.png`` into ``--policy_dir``. The ascender starts on level 3 (wizard-mode
-level teleport). Exit status 2 on bad input (unknown skill, no checkpoint).
+``skill_report.png`` into ``--out`` (default: ``--policy_dir``, where the pipeline writes its own report
+and ``scripts.report`` looks for it; a note says when a report already there is replaced). The ascender
+starts on level 3 (wizard-mode level teleport). Exit status 2 on bad input (unknown skill, no checkpoint).
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
+from common.cli import ScriptParser, error
 from common.vocabulary import SKILLS
 from rl_baseline.sf.cfg import ConfigError
 
-logger = logging.getLogger("scripts.skill_report")
-
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.skill_report", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.skill_report", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy_dir", required=True,
                    help="the trained experiment's folder, {train_dir}/{experiment} (holds config.json and "
                         "checkpoint_p0/)")
@@ -42,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_episode_steps", type=int, default=None,
                    help="episode step limit (default: the experiment's own)")
     p.add_argument("--seed", type=int, default=0, help="seed of the games, the random policy and the untrained weights")
+    p.add_argument("--out", default=None,
+                   help="folder for skill_report.{md,json,png} (default: --policy_dir; a report already there is "
+                        "replaced, with a note)")
     p.add_argument("--no_progress", action="store_true", help="no progress bars")
     return p
 
@@ -50,10 +54,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     args = build_parser().parse_args(argv)
     from orchestration.skill_report import (  # lazy: pulls in NLE; --help stays light
+        REPORT_JSON,
         REPORT_MD,
+        REPORT_PNG,
         SkillReportConfig,
         build_skill_report,
         check_policy_dir,
+        existing_report,
     )
     from rl_baseline.sf.checkpoints import CheckpointError  # lazy: pulls in numpy
     from rl_baseline.sf.skill_eval import POLICY_KINDS  # lazy: pulls in NLE
@@ -62,26 +69,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     policies = tuple(p for p in args.policies.split(",") if p)
     bad = [p for p in policies if p not in POLICY_KINDS]
     if bad or not policies:
-        logger.error("--policies %s: expected some of %s", args.policies, ", ".join(POLICY_KINDS))
-        return 2
+        return error(f"--policies {args.policies}: expected some of {', '.join(POLICY_KINDS)}")
     bad = [s for s in skills if s not in SKILLS]
     if bad:
-        logger.error("--skills: unknown skill(s) %s; expected some of %s", ", ".join(bad), ", ".join(SKILLS))
-        return 2
-    if args.episodes < 1 or args.num_envs < 1:
-        logger.error("--episodes and --num_envs must be at least 1")
-        return 2
+        return error(f"--skills: unknown skill(s) {', '.join(bad)}; expected some of {', '.join(SKILLS)}")
+    for flag in ("episodes", "num_envs"):
+        if getattr(args, flag) < 1:
+            return error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     try:
         policy_dir = check_policy_dir(args.policy_dir)
         progress_dir = str(check_policy_dir(args.progress_policy_dir)) if args.progress_policy_dir else None
+    except FileNotFoundError as exc:
+        return error(exc)
+    out = Path(args.out) if args.out else policy_dir
+    if out.exists() and not out.is_dir():
+        return error(f"--out {out}: a file, not a folder")
+    replaced = existing_report(out)
+    if replaced:  # the pipeline's report lives in the policy's folder: say so before it goes
+        print(f"note: {out} already holds a skill report ({', '.join(replaced)}); this run replaces it "
+              "(--out DIR writes it elsewhere)", flush=True)
+    try:
         config = SkillReportConfig(str(policy_dir), args.episodes, args.num_envs, skills, policies, args.seed,
                                    args.max_episode_steps, progress=not args.no_progress,
-                                   progress_policy_dir=progress_dir)
+                                   progress_policy_dir=progress_dir, out_dir=args.out)
         build_skill_report(config)
     except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as exc:
-        logger.error("%s", exc)
-        return 2
-    print((policy_dir / REPORT_MD).read_text())
+        return error(exc)
+    print((out / REPORT_MD).read_text())
+    print(f"wrote {', '.join(str(out / name) for name in (REPORT_MD, REPORT_JSON, REPORT_PNG))}")
     return 0
 
 

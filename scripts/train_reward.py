@@ -31,6 +31,7 @@ import argparse
 import logging
 import sys
 
+from common.cli import ScriptParser
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError
@@ -51,7 +52,7 @@ def _int_list(text: str) -> tuple[int, ...]:
 def build_parser() -> argparse.ArgumentParser:
     defaults = RewardTrainingConfig()
     model = RewardModelConfig()
-    p = argparse.ArgumentParser(
+    p = ScriptParser(
         prog="python -m scripts.train_reward",
         description="Fit a char-CNN skill reward model to LLM preferences with the Bradley-Terry loss.",
     )

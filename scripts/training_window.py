@@ -5,8 +5,12 @@
 
 For each tag, prints the mean of the summaries written in the first ``--window`` env steps and in the last
 ``--window`` env steps of the run (each summary is already sample-factory's mean over recent episodes), and
-how many summaries each mean covers: the figures the README quotes "over training". Exit status 2 when the
-folder has no tensorboard files or a tag is not in them.
+how many summaries each mean covers: the figures the README quotes "over training". A run shorter than four
+windows uses a quarter of its length instead, with a note, so the two windows never overlap (as
+``scripts.report``). Without ``--tags``: those of :data:`DEFAULT_TAGS` that the run has, with a note naming
+the others (a skill that never ran, as the descender in a smoke or ci run, logs none of its statistics). Exit
+status 2 when the folder has no tensorboard files, when a tag given with ``--tags`` is not in them (the error
+lists the tags that are), or when none of the defaults is.
 """
 from __future__ import annotations
 
@@ -15,8 +19,9 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-logger = logging.getLogger("scripts.training_window")
+from common.cli import ScriptParser, error
 
+#: the statistics shown without --tags: the discoverer's and the descender's progress and the message stream
 DEFAULT_TAGS = (
     "measures/discoverer/cells_per_1000_steps", "intrinsic/discoverer_return", "measures/descender/levels_descended",
     "measures/descender/down_stairs_reached", "intrinsic/descender_return", "intrinsic/reward_per_descent",
@@ -25,43 +30,62 @@ DEFAULT_TAGS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.training_window", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.training_window", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy_dir", required=True, help="the experiment folder, {train_dir}/{experiment}")
-    p.add_argument("--window", type=int, default=500_000, help="env steps at the start and at the end of the run")
-    p.add_argument("--tags", default=",".join(DEFAULT_TAGS), help="comma-separated tensorboard tags")
+    p.add_argument("--window", type=int, default=500_000,
+                   help="env steps at the start and at the end of the run (a run shorter than four windows uses a "
+                        "quarter of its length)")
+    p.add_argument("--tags", default=None,
+                   help="comma-separated tensorboard tags (default: those of " + ",".join(DEFAULT_TAGS) + " that the "
+                        "run has)")
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     args = build_parser().parse_args(argv)
-    from orchestration.report.training import TrainingRun, read_tensorboard_scalars, window_means  # lazy: pulls in NLE
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from orchestration.report.training import (  # lazy: pulls in NLE; --help stays light
+        TB_PREFIXES,
+        TrainingRun,
+        fitted_window,
+        read_tensorboard_scalars,
+        window_means,
+    )
 
     if args.window < 1:
-        logger.error("--window must be at least 1")
-        return 2
-    tags = [t for t in args.tags.split(",") if t]
-    prefixes = tuple(sorted({t.split("/")[0] + "/" for t in tags}))
+        return error(f"--window must be at least 1, got {args.window}")
+    asked = [t for t in (args.tags or "").split(",") if t]
+    prefixes = tuple(sorted(set(TB_PREFIXES) | {t.split("/")[0] + "/" for t in asked}))  # all: a miss lists them
     scalars = read_tensorboard_scalars(args.policy_dir, prefixes)
     if not scalars:
-        logger.error("--policy_dir %s: no tensorboard summaries with the tags' prefixes %s", args.policy_dir,
-                     ", ".join(prefixes))
-        return 2
+        return error(f"--policy_dir {args.policy_dir}: no tensorboard summaries with the prefixes {', '.join(prefixes)}")
     run = TrainingRun(args.policy_dir, args.policy_dir, scalars)
     # the tag as written; where only our observer's `{tag}_mean` was logged, that one
-    series = lambda tag: scalars[tag] if tag in scalars else run.get(tag)  # noqa: E731
-    missing = [t for t in tags if not series(t)[0]]
-    if missing:
-        logger.error("not in %s: %s", args.policy_dir, ", ".join(missing))
-        return 2
-    last = max(series(t)[0][-1] for t in tags)
+    series = lambda tag: scalars[tag] if tag in scalars and scalars[tag][0] else run.get(tag)  # noqa: E731
+    have = sorted({t[:-len("_mean")] if t.endswith("_mean") else t for t in scalars})
+    missing = [t for t in (asked or DEFAULT_TAGS) if not series(t)[0]]
+    if asked and missing:
+        return error(f"--tags: not in {args.policy_dir}: {', '.join(missing)}; its tags: {', '.join(have)}")
+    tags = [t for t in (asked or DEFAULT_TAGS) if t not in missing]
+    if not tags:
+        return error(f"--policy_dir {args.policy_dir}: none of the default tags is there; pass --tags (its tags: "
+                     f"{', '.join(have)})")
+    first = min(series(tag)[0][0] for tag in tags)
+    last = max(series(tag)[0][-1] for tag in tags)
+    used = fitted_window(args.window, last - first)
     print(f"Run `{args.policy_dir}`, {last:,} env steps; means of the summaries in the first and last "
-          f"{args.window:,} env steps (summaries counted in brackets).\n")
-    print("| tag | first | last |\n|---|---|---|")
-    for t in tags:
-        a, na, b, nb = window_means(series(t), args.window)
-        print(f"| {t} | {a:.4g} ({na}) | {b:.4g} ({nb}) |")
+          f"{used:,} env steps (summaries counted in brackets).")
+    if used < args.window:
+        print(f"note: the run spans {last - first:,} env steps, fewer than four --window {args.window:,}: the "
+              f"first and last windows would overlap (and give the same means), so each is a quarter of the run, "
+              f"{used:,} env steps, as in scripts.report")
+    if missing:
+        print(f"note: not in this run, left out: {', '.join(missing)} (a skill that never ran logs none)")
+    print("\n| tag | first | last |\n|---|---|---|")
+    for tag in tags:
+        a, na, b, nb = window_means(series(tag), used)
+        print(f"| {tag} | {a:.4g} ({na}) | {b:.4g} ({nb}) |")
     return 0
 
 

@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 
+from common.cli import ScriptParser
 from rl_baseline.baselines.oni.service import DEFAULT_PORT, ServerError, server_url, wait_for_server
 
 
@@ -28,7 +29,8 @@ def _alive(pid: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ScriptParser(prog="python -m scripts.wait_llm_server", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--addr", default="localhost", help="server host (or a URL)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="server port (default: %(default)s)")
     p.add_argument("--model", required=True, help="the model name the server must list")

@@ -1,6 +1,7 @@
 """Annotation: backends, chunking, resume after kill -9, concurrent chunks, merge, bad input."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -153,7 +154,7 @@ def test_default_cli_backend_stops_with_the_fix_when_vllm_is_missing(tmp_path, c
     except ImportError:
         pass
     write_dataset(tmp_path, "descender", make_dataset(4))
-    assert annotate_pairs.main(cli(tmp_path)) == 1
+    assert annotate_pairs.main(cli(tmp_path)) == 2  # a missing optional package: exit 2, as serve_local_llm
     err = capsys.readouterr().err
     assert "requirements-vllm.txt" in err and "--backend heuristic" in err
     assert not (tmp_path / "preference").exists()  # stopped before writing anything
@@ -181,6 +182,8 @@ def test_heuristic_run_writes_final_file_and_log(tmp_path) -> None:
     log = (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()
     header, records = json.loads(log[0]), [json.loads(x) for x in log[1:]]
     assert "system" in header and len(records) == 20
+    assert (header["backend"], header["model"], header["preference_dir"]) == (
+        "heuristic", "none: a rule-based stand-in", str(tmp_path / "preference"))
     assert [r["pair"] for r in records] == list(range(20))
     assert all(r["label"] == labels[r["pair"]] and "Moment 1" in r["prompt"] for r in records)
     # every run records its label shares next to the final file
@@ -402,6 +405,94 @@ def test_both_flag_spellings_are_accepted() -> None:
         "vllm", "meta-llama/Llama-3.1-70B-Instruct", 0.1, 0.95, 50)
     assert (defaults.directory, defaults.preference_dir, defaults.logdir) == ("og_dataset", "preference", "annotation_logs")
     assert "stand-in" in parser.format_help()
+    # --device was an ambiguous prefix of --device_map and --device-map ("ambiguous option", exit 2)
+    assert parser.parse_args(["--goal_key", "merchant", "--device", "cpu"]).device == "cpu"
+
+
+def test_the_backends_that_constrain_are_listed_alike_in_help_and_error(tmp_path, capsys) -> None:
+    """--answer_mode's help said "--backend llamacpp or openai", its error listed "llamacpp, transformers, hf-local,
+    openai", and --backend's help did not list hf-local at all."""
+    helps = {a.dest: a.help for a in annotate_pairs.build_parser()._actions}
+    listed = "llamacpp, transformers (alias hf-local), openai"
+    assert f"The constrained modes need --backend {listed}" in helps["answer_mode"]
+    assert "transformers (alias hf-local)" in helps["backend"]
+    write_dataset(tmp_path, "descender", make_dataset(2))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "random", "--answer_mode", "constrained")) == 2
+    assert f"use --backend {listed}" in capsys.readouterr().err
+
+
+def test_annotating_over_another_annotators_finished_labels_is_refused(tmp_path, capsys) -> None:
+    """SmolLM2 into a folder holding the stand-in's finished labels exited 0 in 0.15 s, "0 pairs annotated", and left
+    the stand-in's labels as the final file without a word."""
+    write_dataset(tmp_path, "descender", make_dataset(6))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic")) == 0
+    final = tmp_path / "preference" / "llama3_descender_default.npy"
+    before = {p.name: p.read_bytes() for p in final.parent.iterdir()}
+    capsys.readouterr()
+    rc = annotate_pairs.main(cli(tmp_path, "--backend", "transformers", "--model", "smollm2-135m",
+                                 "--answer_mode", "constrained"))
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and len(err.splitlines()) == 1
+    assert "already holds labels of another annotator for every pair of the chunk (6 pairs by backend heuristic" in err
+    assert "this run is backend transformers (model smollm2-135m (constrained answers))" in err
+    assert "--ignore_existing" in err and "--preference_dir" in err
+    assert {p.name: p.read_bytes() for p in final.parent.iterdir()} == before
+    # --ignore_existing labels afresh: the final file is then the new annotator's
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "random", "--ignore_existing")) == 0
+    meta = json.loads((tmp_path / "preference" / "llama3_descender_default.meta.json").read_text())
+    assert meta["backend"] == "random" and meta["stand_in_share"] == 1.0
+    # the same annotator again: nothing to ask, and the summary says so and whose labels they are
+    capsys.readouterr()
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "random")) == 0
+    assert "nothing asked: every pair of the chunk already had a label (6 pairs by backend random" in \
+        capsys.readouterr().out
+
+
+def test_each_run_opens_a_log_section_naming_its_backend_and_model(tmp_path) -> None:
+    """Two runs into different --preference_dir appended to one log under one header naming no backend, so the
+    stand-in's conversations and the model's could not be told apart."""
+    write_dataset(tmp_path, "descender", make_dataset(3))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic")) == 0
+    with FakeChatServer() as server:
+        assert annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", server.url, "--model", "fake-model",
+                                       "--answer_mode", "constrained", "--preference_dir", str(tmp_path / "other"))) == 0
+    lines = [json.loads(x) for x in (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()]
+    headers = [i for i, r in enumerate(lines) if "run" in r]
+    assert headers == [0, 4] and all("pair" in r for i, r in enumerate(lines) if i not in headers)
+    assert [(lines[i]["backend"], lines[i]["model"], lines[i]["preference_dir"]) for i in headers] == [
+        ("heuristic", "none: a rule-based stand-in", str(tmp_path / "preference")),
+        ("openai", "fake-model (constrained answers)", str(tmp_path / "other"))]
+    assert all(lines[i]["pairs_to_ask"] == 3 for i in headers)
+
+
+def test_progress_counts_pairs_and_the_summary_is_printed_once(tmp_path, capsys, caplog) -> None:
+    """A batch-counting bar sat at 0/2 batch for 21 minutes on a slow model; the summary came twice, once logged
+    by the library and once printed by the script."""
+    write_dataset(tmp_path, "descender", make_dataset(10))
+    args = [a for a in cli(tmp_path, "--backend", "heuristic", "--batch_size", "4") if a != "--no_progress"]
+    with caplog.at_level("INFO"):
+        assert annotate_pairs.main(args) == 0
+    captured = capsys.readouterr()
+    assert "10/10" in captured.err and "pair/s" in captured.err and "batch" not in captured.err
+    assert captured.out.count("pairs/s over") == 1 and "pairs/s over" not in caplog.text
+
+
+def test_speed_keeps_significant_digits() -> None:
+    from rlaif.annotate import AnnotationSummary
+
+    summary = AnnotationSummary("a", "chunk 0 of 1", 3, 3, 3, 0, 0, 200.0, {})
+    assert "speed: 0.015 pairs/s over 200.00s" in summary.text()  # it said 0.0 pairs/s
+    summary.seconds = 3 / 1234.5
+    assert "speed: 1234 pairs/s" in summary.text() or "speed: 1235 pairs/s" in summary.text()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is not None, reason="llama-cpp-python is installed here")
+def test_a_missing_llama_cpp_exits_2_as_in_serve_local_llm(tmp_path, capsys) -> None:
+    """annotate_pairs exited 1 where serve_local_llm exited 2 for the same missing package."""
+    write_dataset(tmp_path, "descender", make_dataset(2))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "llamacpp", "--model", "smollm2-135m")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the llamacpp backend needs llama-cpp-python") and len(err.splitlines()) == 1
 
 
 def test_cli_prints_summary_and_logs_stand_in_notice(tmp_path, capsys, caplog) -> None:
@@ -439,7 +530,7 @@ def test_bad_input_exits_nonzero_without_touching_files(tmp_path, capsys, setup,
         save_preferences(chunk_path(pref, "llama3_descender_default", 0, 1), np.zeros(4, np.int32))
     snapshot = {p.name: p.read_bytes() for p in pref.iterdir()}
     rc = annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", *args))
-    assert rc == 1
+    assert rc == 2  # bad input, as every script's
     assert message in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in pref.iterdir()} == snapshot
 
@@ -508,13 +599,15 @@ def test_kill_minus_9_then_resume_equals_an_uninterrupted_run(tmp_path) -> None:
     np.testing.assert_array_equal(final, reference)
     log = (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()
     parsed = []
-    for line in log[1:]:
+    for line in log:
         try:
             parsed.append(json.loads(line))
         except ValueError:
             pass  # at most the line being written when the process was killed
-    assert len(log) - 1 - len(parsed) <= 1
-    assert {r["pair"] for r in parsed} == set(range(num_pairs))
+    assert len(log) - len(parsed) <= 1
+    # each run opened its own section: the killed one and the resumed one
+    assert [r["backend"] for r in parsed if "run" in r] == ["heuristic", "heuristic"]
+    assert {r["pair"] for r in parsed if "pair" in r} == set(range(num_pairs))
 
 
 def test_two_chunks_running_at_once_lose_nothing(tmp_path) -> None:
@@ -641,7 +734,7 @@ def test_a_run_that_labels_nothing_leaves_the_provenance_as_it_was(tmp_path, cap
         port = s.getsockname()[1]
     rc = annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", f"http://127.0.0.1:{port}/v1",
                                  "--model", "meta-llama/Llama-3.1-70B-Instruct"))
-    assert rc == 0 and "0 pairs annotated in this run" in capsys.readouterr().out
+    assert rc == 2 and "already holds labels of another annotator" in capsys.readouterr().err
     assert _meta_files(tmp_path) == before
 
 
@@ -657,7 +750,7 @@ def test_resuming_with_another_annotator_is_refused_unless_mixing_is_allowed(tmp
     with FakeChatServer() as server:
         args = cli(tmp_path, "--backend", "openai", "--base_url", server.url, "--model", "fake-model", skill="merchant")
         before = _meta_files(tmp_path)
-        assert annotate_pairs.main(args) == 1
+        assert annotate_pairs.main(args) == 2
         err = capsys.readouterr().err
         assert "already holds labels of another annotator (2 pairs by backend heuristic" in err
         assert "this run is backend openai (model fake-model)" in err and "--allow_mixed_annotators" in err
@@ -719,7 +812,7 @@ def test_constrained_answers_need_a_backend_that_can_constrain(tmp_path, capsys)
     assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", "--answer_mode", "constrained")) == 2
     err = capsys.readouterr().err
     assert "--answer_mode constrained restricts replies by constrained decoding, which --backend heuristic" in err
-    assert "use --backend llamacpp, transformers, hf-local, openai" in err and not (tmp_path / "preference").exists()
+    assert "use --backend llamacpp, transformers (alias hf-local), openai" in err and not (tmp_path / "preference").exists()
     with pytest.raises(BackendError, match="cannot restrict a reply to fixed choices; use --backend llamacpp or transformers"):
         make_backend("random").complete_choice([[{"role": "user", "content": "?"}]], ANSWER_CHOICES)
     cfg = config(tmp_path, backend="openai", base_url="http://127.0.0.1:9/v1", layout="motif",
@@ -738,5 +831,5 @@ def test_resuming_in_another_answer_mode_is_another_annotator(tmp_path, capsys) 
         labels[2] = UNKNOWN
         for p in [path, *(tmp_path / "preference").glob("*.chunk0of1.npy")]:
             save_preferences(p, labels)
-        assert annotate_pairs.main(args) == 1
+        assert annotate_pairs.main(args) == 2
         assert "(2 pairs by backend openai (model fake-model (constrained answers)))" in capsys.readouterr().err

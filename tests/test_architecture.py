@@ -1,7 +1,7 @@
 """The layer contracts of ``.importlinter`` hold: imports point down only (scripts and benchmarks,
 orchestration, rl_baseline, rlaif | code_generation, common), annotation and code generation
 never reach NLE or sample-factory, and the benchmarks do not depend on the tests. Inside rl_baseline,
-sf > the baselines' wing > the evaluation loop | skills > tasks | models > envs, and the method's
+collect (phase 0) > sf > the baselines' wing > the evaluation loop | skills > tasks | models > envs, and the method's
 modules (and phase 0's collection) import nothing from the wing."""
 from __future__ import annotations
 
@@ -32,8 +32,11 @@ def test_a_new_upward_import_breaks_the_layers(tmp_path):
             shutil.copy(src, tmp_path / name)
     (tmp_path / "rlaif" / "sneaky.py").write_text("from rl_baseline.envs import make_monk_env\n")
     (tmp_path / "rl_baseline" / "skills" / "sneaky.py").write_text("from rl_baseline.baselines import task_reward\n")
+    (tmp_path / "rl_baseline" / "sf" / "sneaky.py").write_text("from rl_baseline.collect.explorer import ExplorerPolicy\n")
     out = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"],
                          cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode != 0 and "rlaif.sneaky -> rl_baseline" in out.stdout.replace("\n", " ")
     # the method's skills reaching into the baselines' wing break the floors inside rl_baseline
     assert "rl_baseline.skills.sneaky -> rl_baseline.baselines" in out.stdout.replace("\n", " ")
+    # collect (phase 0) plays trained policies through sf, so sf reaching back into collect breaks them too
+    assert "rl_baseline.sf.sneaky -> rl_baseline.collect" in out.stdout.replace("\n", " ")

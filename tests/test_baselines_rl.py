@@ -319,7 +319,7 @@ def test_equivalent_prompting_without_the_policy_code_writes_nothing(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "scripts.annotate_pairs_dataset", "--directory", str(out),
                            "--goal-key", "gnomish", "--backend", "heuristic", "--prompt-context", "equivalent"],
                           env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert proc.returncode == 1 and "--prompt-context equivalent needs --policy-code FILE" in proc.stderr
+    assert proc.returncode == 2 and "--prompt-context equivalent needs --policy-code FILE" in proc.stderr
     assert not out.exists()
 
 

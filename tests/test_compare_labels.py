@@ -74,3 +74,32 @@ def test_the_script_prints_the_table_writes_json_and_refuses_bad_input(tmp_path,
     assert cli.main(args[:-2] + ["--names", "one"]) == 2
     assert cli.main(args[:-2] + ["--skills", "discoverer"]) == 2
     assert "no skill has a dataset and both label files" in capsys.readouterr().err
+
+
+def test_the_json_has_null_for_no_pairs_and_out_must_name_a_file(tmp_path, capsys) -> None:
+    """No pair went up a level: the shares over none were written as bare NaN, which is not JSON; --out naming a
+    folder ended in an IsADirectoryError after the table was printed."""
+    save_dataset(tmp_path / "data" / "descender.npz", _dataset([(0, 0), (1, 0)]))
+    save_preferences(tmp_path / "a" / "llama3_descender_default.npy", np.array([FIRST, FIRST]))
+    save_preferences(tmp_path / "b" / "llama3_descender_default.npy", np.array([TIE, FIRST]))
+    args = ["--dataset_dir", str(tmp_path / "data"), "--labels_dir", str(tmp_path / "a"),
+            "--against_dir", str(tmp_path / "b"), "--skills", "descender"]
+    assert cli.main(args + ["--out", str(tmp_path / "cmp.json")]) == 0
+    text = (tmp_path / "cmp.json").read_text()
+    assert "NaN" not in text
+    assert json.loads(text)["skills"]["descender"]["ascents_a"] == {"pairs": 0, "picked": None}
+    capsys.readouterr()
+    assert cli.main(args + ["--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"error: --out {tmp_path} is a folder") and "| skill |" not in captured.out
+
+
+def test_a_label_file_of_another_length_gives_the_advice_once(tmp_path, capsys) -> None:
+    save_dataset(tmp_path / "data" / "descender.npz", _dataset(CHANGES))
+    save_preferences(tmp_path / "a" / "llama3_descender_default.npy", np.array([FIRST] * 5))
+    save_preferences(tmp_path / "b" / "llama3_descender_default.npy", np.array([FIRST] * 4))
+    assert cli.main(["--dataset_dir", str(tmp_path / "data"), "--labels_dir", str(tmp_path / "a"),
+                     "--against_dir", str(tmp_path / "b"), "--skills", "descender"]) == 2
+    err = capsys.readouterr().err
+    assert "has 4 labels but the dataset has 5 pairs" in err
+    assert err.count(" again") == 1  # it said "annotate this dataset again (...). Annotate the dataset again (...)"

@@ -373,12 +373,12 @@ def test_flag_defaults_and_help():
     (["--eval_protocol", "project", "--eval_episodes", "-1"], "--eval_episodes"),
     (["--eval_episodes", "10"], "--eval_protocol project"),
 ])
-def test_bad_eval_flags_exit_2_naming_the_flag(tmp_path, caplog, argv, flag):
+def test_bad_eval_flags_exit_2_naming_the_flag(tmp_path, capsys, argv, flag):
     from scripts.main import main
 
     code = main(["--evaluation", "True", "--eval_target", "gnomish", "--device", "cpu",
                  "--train_dir", str(tmp_path), "--experiment", "none"] + argv)
-    assert code == 2 and flag in caplog.text
+    assert code == 2 and flag in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
 
 

@@ -2,8 +2,6 @@
 message naming the flag, before it writes anything."""
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from common.flag_checks import FlagError, at_least, check_llm_client, check_training_sizes
@@ -39,12 +37,11 @@ def test_the_rules() -> None:
     ("--rollout", "0", "--rollout must be at least 1"),
     ("--max_episode_steps", "0", "--max_episode_steps must be at least 1, got 0"),
 ])
-def test_training_refuses_sizes_below_one(tmp_path, caplog, flag, value, message) -> None:
+def test_training_refuses_sizes_below_one(tmp_path, capsys, flag, value, message) -> None:
     """It exited 0 with a 'trained' experiment for --train_for_env_steps -100."""
-    with caplog.at_level(logging.ERROR):
-        rc = main_script.main(["--train_dir", str(tmp_path), "--experiment", "x", "--device", "cpu", flag, value])
+    rc = main_script.main(["--train_dir", str(tmp_path), "--experiment", "x", "--device", "cpu", flag, value])
     assert rc == 2
-    assert message in caplog.text
+    assert f"error: {message}" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 
@@ -72,14 +69,13 @@ def test_annotation_refuses_client_settings_that_cannot_work(tmp_path, capsys, a
     assert message in capsys.readouterr().err
 
 
-def test_the_client_itself_and_the_llm_policy_refuse_them_too(caplog) -> None:
+def test_the_client_itself_and_the_llm_policy_refuse_them_too(capsys) -> None:
     with pytest.raises(BackendError, match="--concurrency must be at least 1"):
         make_backend("openai", base_url="http://127.0.0.1:9/v1", concurrency=0, check_connection=False)
     with pytest.raises(BackendError, match="--timeout must be more than 0"):
         make_backend("hf", base_url="http://127.0.0.1:9/v1", timeout=0)
-    with caplog.at_level(logging.ERROR):
-        rc = llm_policy.main(["--eval_target", "gnomish", "--backend", "stand_in", "--concurrency", "0"])
-    assert rc == 2 and "--concurrency must be at least 1" in caplog.text
+    rc = llm_policy.main(["--eval_target", "gnomish", "--backend", "stand_in", "--concurrency", "0"])
+    assert rc == 2 and "error: --concurrency must be at least 1" in capsys.readouterr().err
 
 
 def test_msg_max_keys_has_one_default() -> None:

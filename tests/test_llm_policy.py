@@ -6,7 +6,6 @@ end to end at smoke scale, through the in-process rule-based stand-in and throug
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -298,13 +297,12 @@ def test_llm_meta_policy_asks_the_model_and_keeps_the_tasks_skill_functions():
     (["--eval_target", "sokoban", "--backend", "stand_in"], "--eval_target"),
     (["--eval_target", "gnomish", "--backend", "stand_in", "--max_episode_steps", "0"], "--max_episode_steps"),
 ])
-def test_llm_policy_without_a_usable_backend_or_task_stops_before_anything(tmp_path, caplog, argv, named):
+def test_llm_policy_without_a_usable_backend_or_task_stops_before_anything(tmp_path, capsys, argv, named):
     from scripts import llm_policy
 
     out = tmp_path / "out"
-    with caplog.at_level(logging.ERROR):
-        assert llm_policy.main(argv + ["--out_dir", str(out)]) == 2
-    assert named in caplog.text
+    assert llm_policy.main(argv + ["--out_dir", str(out)]) == 2
+    assert named in capsys.readouterr().err
     assert not out.exists()
 
 
@@ -315,15 +313,14 @@ def test_llm_policy_without_a_usable_backend_or_task_stops_before_anything(tmp_p
     (["--meta_llm_backend", "replay"], "--meta_llm_replay"),
     (["--meta_llm_backend", "gpt"], "--meta_llm_backend 'gpt'"),
 ])
-def test_hierarchical_llm_without_a_usable_backend_stops_before_anything(tmp_path, caplog, extra, named):
+def test_hierarchical_llm_without_a_usable_backend_stops_before_anything(tmp_path, capsys, extra, named):
     from scripts import main as main_script
 
     eval_dir = tmp_path / "eval"
     argv = ["--train_dir", str(tmp_path), "--experiment", "none", "--evaluation", "True", "--eval_target", "buc",
             "--meta_policy", "llm", "--eval_dir", str(eval_dir), *extra]
-    with caplog.at_level(logging.ERROR):
-        assert main_script.main(argv) == 2
-    assert named in caplog.text
+    assert main_script.main(argv) == 2
+    assert named in capsys.readouterr().err
     assert not eval_dir.exists() and not (tmp_path / "none").exists()
 
 

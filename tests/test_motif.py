@@ -177,7 +177,7 @@ def test_a_broken_layout_is_a_clear_error_and_nothing_is_written(tmp_path, case)
     if case in ("no_message", "short_blstats"):
         ann = run("scripts.annotate_pairs_dataset", ["--directory", "motif_dataset", "--backend", "heuristic",
                                                      "--use-blstats", "true"], tmp_path)
-        assert ann.returncode == 1 and expected in ann.stderr and "Traceback" not in ann.stderr
+        assert ann.returncode == 2 and expected in ann.stderr and "Traceback" not in ann.stderr  # as train_reward
     assert tree(tmp_path) == before
 
 
@@ -240,7 +240,7 @@ def test_without_vllm_the_default_backend_names_the_missing_part_and_the_cpu_alt
     motif_dataset(tmp_path)
     before = tree(tmp_path)
     proc = run("scripts.annotate_pairs_dataset", argv_of(ANNOTATE), tmp_path)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # a missing optional package, as a flag that cannot work here
     assert "vllm is not installed" in proc.stderr and "--backend heuristic" in proc.stderr
     assert tree(tmp_path) == before
 
@@ -340,7 +340,7 @@ def test_two_chunks_equal_one_run_and_merge_only_when_both_are_done(tmp_path):
     single = np.load(out / "preference" / "single.npy")
     assert single.dtype == np.int8 and np.array_equal(np.load(out / "preference" / "split.npy"), single)
     bad = _annotate(tmp_path, "--n-annotation-chunks", "2", "--chunk-number", "2")
-    assert bad.returncode == 1 and "--chunk_number 2 is out of range" in bad.stderr
+    assert bad.returncode == 2 and "--chunk_number 2 is out of range" in bad.stderr
 
 
 def test_motifs_score_and_return_annotators(tmp_path):
@@ -355,7 +355,7 @@ def test_motifs_score_and_return_annotators(tmp_path):
     (out / "info" / "score.npy").unlink()
     missing = run("scripts.annotate_pairs_dataset", ["--directory", "motif_dataset", "--annotator-type", "score",
                                                      "--custom-annotator-string", "s2"], tmp_path)
-    assert missing.returncode == 1 and "info/score.npy" in missing.stderr
+    assert missing.returncode == 2 and "info/score.npy" in missing.stderr
     assert not (out / "preference" / "s2.npy").exists()
 
 

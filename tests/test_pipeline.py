@@ -3,6 +3,7 @@ the CI-sized run through every phase end to end."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -242,3 +243,13 @@ def test_the_small_presets_can_annotate_with_smollm2_and_say_so(capsys):
     assert all("--model" not in ph.args and "stand-in" in ph.note for ph in stand_in)
     assert main(["--preset", "paper", "--annotator", "smollm2", "--dry_run"]) == 2
     assert "--annotator is for the small presets" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is not None, reason="llama-cpp-python is installed here")
+def test_a_missing_annotator_package_stops_the_pipeline_before_its_first_phase(tmp_path, capsys):
+    """--annotator smollm2-free collected every skill's dataset first and only then found llama.cpp missing."""
+    out = tmp_path / "run"
+    assert pipeline_cli.main(["--preset", "ci", "--annotator", "smollm2-free", "--out_dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --annotator smollm2-free: the llamacpp backend needs llama-cpp-python")
+    assert "requirements-local-llm.txt" in err and not out.exists()

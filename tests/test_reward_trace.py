@@ -26,8 +26,26 @@ def test_both_timings_play_the_same_games_and_differ_in_the_rewards_alone(tmp_pa
     assert "| release |" in (out / "reward_trace.md").read_text()
 
 
-def test_bad_reward_dirs_exit_2(tmp_path, caplog):
+def test_bad_reward_dirs_exit_2(tmp_path, capsys):
     assert main(["--reward_dir", str([str(tmp_path / "nope")] * 5), "--no_progress"]) == 2
-    assert "not found" in caplog.text and "nope" in caplog.text
+    err = capsys.readouterr().err
+    # five folders were given: the message says that none of them is there, not "5 needed, got 5"
+    assert err.startswith("error: --reward_dir: 5 of the 5 reward directories not found:") and "nope" in err
+    assert "needed" not in err
     assert main(["--reward_dir", "['a', 'b']", "--no_progress"]) == 2
-    assert "5 reward directories needed" in caplog.text
+    assert "error: --reward_dir: 5 reward directories needed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("quantiles, named", [
+    ("[0.85,0.85,0.85]", "--eps_threshold_quantile lists 3 values for 5 reward directories"),
+    ("[0.123]", "--eps_threshold_quantile 0.123 for"),
+])
+def test_a_quantile_list_that_does_not_fit_exits_2_naming_the_flag(tmp_path, capsys, quantiles, named):
+    """Both ended in a ValueError traceback (exit 1) from deep inside the environment, although --help
+    promises exit 2 for a quantile list of the wrong length."""
+    dirs = build_tiny_reward_dirs(tmp_path / "rewards")
+    capsys.readouterr()
+    assert main(["--reward_dir", str(dirs), "--eps_threshold_quantile", quantiles, "--episodes", "1",
+                 "--max_episode_steps", "10", "--no_progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and named in err and "Traceback" not in err

@@ -1072,6 +1072,14 @@ def test_skill_report_compares_trained_untrained_and_random(trained):
     assert "| skill | policy | median length | most taken actions | endings |" in md
     assert "| discoverer | random |" in md
     assert (policy_dir / "skill_report.png").stat().st_size > 0
+    # --out writes the report elsewhere, leaving the policy folder's (the pipeline's) as it was; it had no --out and
+    # replaced the pipeline's report without a word
+    before = (policy_dir / "skill_report.json").read_bytes()
+    proc = run_command(cmd + ["--skills", "discoverer", "--policies", "random", "--out", str(tmp / "elsewhere")],
+                       tmp, env, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "note:" not in proc.stdout and (policy_dir / "skill_report.json").read_bytes() == before
+    assert list(json.loads((tmp / "elsewhere" / "skill_report.json").read_text())["skills"]) == ["discoverer"]
     # bad input: a folder without a trained experiment, an unknown skill; nothing is written
     for extra, needle in ((["--policy_dir", str(tmp)], "config.json"),
                           (["--policy_dir", str(policy_dir), "--skills", "juggler"], "juggler")):
@@ -1106,6 +1114,9 @@ def test_progress_run_trains_without_reward_models_and_gets_its_own_report_colum
            "--num_envs", "2", "--max_episode_steps", "40", "--skills", "discoverer,descender", "--no_progress"]
     proc = run_command(cmd + ["--progress_policy_dir", str(progress_dir)], tmp, env, timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # the first report is replaced, and the run says so before it starts
+    assert f"note: {policy_dir} already holds a skill report (skill_report.md, skill_report.json, skill_report.png); " \
+           "this run replaces it" in proc.stdout
     report = json.loads((policy_dir / "skill_report.json").read_text())
     assert report["policies"][-1] == "progress-trained"
     for entry in report["skills"].values():

@@ -11,7 +11,7 @@ def test_window_means_split_the_run_into_its_first_and_last_steps():
     assert window_means((steps, values), 150) == (1.5, 2, 5.5, 2)
 
 
-def test_reads_a_runs_tensorboard_files_and_refuses_unknown_tags(tmp_path, capsys, caplog):
+def test_reads_a_runs_tensorboard_files_and_refuses_unknown_tags(tmp_path, capsys):
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(str(tmp_path / "run"))
@@ -25,8 +25,12 @@ def test_reads_a_runs_tensorboard_files_and_refuses_unknown_tags(tmp_path, capsy
     assert "| messages/empty_share | 0.05 (3) | 0.45 (3) |" in out
     assert "| intrinsic/descender_return | 0 (3) | 1 (3) |" in out
     assert main(["--policy_dir", str(tmp_path / "run"), "--tags", "messages/nothing"]) == 2
-    assert "messages/nothing" in caplog.text
+    # the error names the missing tag and lists the ones the run has
+    assert capsys.readouterr().err.startswith(
+        "error: --tags: not in " + str(tmp_path / "run") + ": messages/nothing; its tags: intrinsic/descender_return, "
+        "messages/empty_share")
     assert main(["--policy_dir", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --policy_dir {tmp_path / 'empty'}: no tensorboard summaries")
 
 
 def test_falls_back_to_the_observers_mean_tag(tmp_path, capsys):
@@ -40,3 +44,49 @@ def test_falls_back_to_the_observers_mean_tag(tmp_path, capsys):
     assert main(["--policy_dir", str(tmp_path / "run"), "--window", "200000",
                  "--tags", "measures/descender/levels_descended"]) == 0
     assert "| measures/descender/levels_descended | 0 (3) | 0.5 (3) |" in capsys.readouterr().out
+
+
+def _smoke_like_run(folder) -> None:
+    """The tags a short smoke or ci run writes: the descender never ran, so it has no descender tags."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder))
+    for step in range(0, 40_001, 4_000):
+        writer.add_scalar("len/len", 100 + step / 400, step)
+        writer.add_scalar("skills/switches", 1.0, step)
+        writer.add_scalar("skills/discoverer_share", 1.0, step)
+        writer.add_scalar("intrinsic/discoverer_return", step / 40_000, step)
+        writer.add_scalar("measures/discoverer/cells_per_1000_steps_mean", 50 + step / 1000, step)
+        writer.add_scalar("messages/empty_share", 0.5, step)
+    writer.close()
+
+
+def test_a_window_longer_than_the_run_shrinks_to_a_quarter_with_a_note(tmp_path, capsys):
+    """The default 500,000-step window on a 40,000-step run printed identical first and last means without a word."""
+    _smoke_like_run(tmp_path / "run")
+    assert main(["--policy_dir", str(tmp_path / "run"), "--tags", "intrinsic/discoverer_return"]) == 0
+    out = capsys.readouterr().out
+    assert "note: the run spans 40,000 env steps, fewer than four --window 500,000" in out
+    assert "each is a quarter of the run, 10,000 env steps" in out
+    assert "| intrinsic/discoverer_return | 0.1 (3) | 0.9 (3) |" in out
+
+
+def test_the_default_tags_work_on_a_smoke_run(tmp_path, capsys):
+    """The default tags named the descender's statistics, so any smoke or ci run (where the descender never ran)
+    exited 2 printing nothing useful; the defaults the run lacks are now left out with a note."""
+    _smoke_like_run(tmp_path / "run")
+    assert main(["--policy_dir", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "| intrinsic/discoverer_return | 0.1 (3) | 0.9 (3) |" in out
+    assert "| measures/discoverer/cells_per_1000_steps | 54 (3) | 86 (3) |" in out
+    assert "| messages/empty_share | 0.5 (3) | 0.5 (3) |" in out
+    assert "note: not in this run, left out: measures/descender/levels_descended," in out
+    assert "| measures/descender" not in out
+    (tmp_path / "bare").mkdir()
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "bare"))
+    writer.add_scalar("len/len", 1.0, 0)
+    writer.close()
+    assert main(["--policy_dir", str(tmp_path / "bare")]) == 2
+    assert "none of the default tags is there; pass --tags (its tags: len/len)" in capsys.readouterr().err

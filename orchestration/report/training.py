@@ -217,6 +217,12 @@ def training_error_warning(runs: Sequence[TrainingRun]) -> Optional[str]:
 DEFAULT_WINDOW = 500_000
 
 
+def fitted_window(window: int, span: int) -> int:
+    """``window``, or a quarter of a run that spans fewer than four windows, so that its first and last windows
+    never overlap (and never give the same means)."""
+    return min(window, max(1, span // 4))
+
+
 def window_rows(run: TrainingRun) -> list[tuple[str, str]]:
     """``(label, tag)`` of the statistics compared between a run's first and last window: the episode
     statistics, then per skill that was ever active its share of steps, intrinsic return and main measure,
@@ -245,7 +251,7 @@ def window_table(runs: Sequence[TrainingRun], window: int = DEFAULT_WINDOW) -> O
         spans = [steps[-1] - steps[0] for steps in (run.get(tag)[0] for _, tag in stats) if len(steps) > 1]
         if not spans:
             continue
-        used = min(window, max(1, max(spans) // 4))
+        used = fitted_window(window, max(spans))
         for label, tag in stats:
             first, n_first, last, n_last = window_means(run.get(tag), used)
             if n_first == 0 and n_last == 0:

@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from code_generation.loader import module_path
+from common.cli import ScriptParser
 from common.flag_checks import TRAINING_SIZES, FlagError, at_least, check_training_sizes
 from common.llm import CODER_MODEL, BackendError
 from common.vocabulary import ALL_TASKS, EVAL_TASKS, NUM_SKILLS, SKILLS
@@ -368,14 +369,20 @@ def parse_quantiles(value: Any, num_skills: int) -> list[float]:
 
 
 def _parse_command_line(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args  # lazy: sample-factory; --help stays light
+    from sample_factory.cfg import arguments as sf_arguments  # lazy: sample-factory; --help stays light
 
     raw = list(sys.argv[1:] if argv is None else argv)
     argv = _translate_argv(raw)
-    parser, _ = parse_sf_args(argv, evaluation=False)
+    # sample-factory's parse_sf_args, on a parser whose refusals are one `error:` line (common.cli) rather
+    # than argparse's usage block under "main.py: error:"
+    parser = ScriptParser(prog="python -m scripts.main", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                          add_help=False)
+    for add in (sf_arguments.add_basic_cli_args, sf_arguments.add_rl_args, sf_arguments.add_model_args,
+                sf_arguments.add_default_env_args, sf_arguments.add_wandb_args, sf_arguments.add_pbt_args):
+        add(parser)
     add_maestro_args(parser)
     parser.set_defaults(**PAPER_DEFAULTS, device=_default_device())
-    cfg = parse_full_cfg(parser, argv)
+    cfg = sf_arguments.parse_full_cfg(parser, argv)
     if not any(a == "--env" or a.startswith("--env=") for a in raw):
         # --env was filled in for sample-factory's parser, not given: a saved experiment's own
         # environment (resume, evaluation) must win over this default
@@ -660,11 +667,40 @@ def check_flags(cfg: argparse.Namespace) -> None:
     check_baseline_flags(cfg)
 
 
+def reward_thresholds(reward_dirs: Sequence[str], quantiles: Sequence[float]) -> tuple[list[Any], list[float]]:
+    """The reward models of ``reward_dirs`` and each one's threshold at its quantile (one quantile per
+    directory); :class:`ConfigError` naming the directory or the quantile that is not there."""
+    from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models  # lazy: loads torch models
+
+    if len(quantiles) != len(reward_dirs):
+        raise ConfigError(f"--eps_threshold_quantile lists {len(quantiles)} values for {len(reward_dirs)} reward "
+                          "directories: give one per reward directory, or one for all")
+    for d in reward_dirs:
+        if not os.path.isdir(d):
+            raise ConfigError(f"--reward_dir: reward directory not found: {d}")
+    try:
+        models = load_reward_models(list(reward_dirs))
+    except RewardConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+    thresholds: list[float] = []
+    for d, model, q in zip(reward_dirs, models, quantiles):
+        try:
+            thresholds.append(float(model.threshold(q)))
+        except ValueError as exc:
+            raise ConfigError(f"--eps_threshold_quantile {q} for {d}: {exc}") from exc
+        if thresholds[-1] <= 0.0:
+            # (r >= threshold) * r then pays the messages scored between the threshold and 0 a
+            # negative reward: staying alive costs, dying early is rewarded. It happens when most
+            # annotator labels are ties (the scores bunch up); the authors' released thresholds are 0.9-1.3.
+            logger.warning("%s: the reward threshold at quantile %.2f is %.4f (not above 0): the skill's messages "
+                           "scored between it and 0 are rewarded negatively (check the annotator's label shares "
+                           "and the skill's intrinsic/*_nonzero_frac)", d, q, thresholds[-1])
+    return models, thresholds
+
+
 def check_files(cfg: Any) -> list[float]:
     """The files the run reads, before any worker starts: every reward model loads and has its
     quantile, the meta-policy module passes the code check. Returns the per-skill thresholds."""
-    from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models  # lazy: loads torch models
-
     thresholds: list[float] = []
     check_skill_policies(cfg)
     if getattr(cfg, "llm_reward_type", None) == "embedding":
@@ -685,25 +721,7 @@ def check_files(cfg: Any) -> list[float]:
             raise ConfigError(f"--eps_threshold_quantile lists {len(cfg.threshold_quantiles)} values but "
                               f"--num_skills is {cfg.num_skills}")
     if cfg.reward_dirs:
-        for d in cfg.reward_dirs:
-            if not os.path.isdir(d):
-                raise ConfigError(f"--reward_dir: reward directory not found: {d}")
-        try:
-            models = load_reward_models(cfg.reward_dirs)
-        except RewardConfigError as exc:
-            raise ConfigError(str(exc)) from exc
-        for d, model, q in zip(cfg.reward_dirs, models, cfg.threshold_quantiles):
-            try:
-                thresholds.append(float(model.threshold(q)))
-            except ValueError as exc:
-                raise ConfigError(f"--eps_threshold_quantile {q} for {d}: {exc}") from exc
-            if thresholds[-1] <= 0.0:
-                # (r >= threshold) * r then pays the messages scored between the threshold and 0 a
-                # negative reward: staying alive costs, dying early is rewarded. It happens when most
-                # annotator labels are ties (the scores bunch up); the authors' released thresholds are 0.9-1.3.
-                logger.warning("%s: the reward threshold at quantile %.2f is %.4f (not above 0): the skill's messages "
-                               "scored between it and 0 are rewarded negatively (check the annotator's label shares "
-                               "and the skill's intrinsic/*_nonzero_frac)", d, q, thresholds[-1])
+        models, thresholds = reward_thresholds(cfg.reward_dirs, cfg.threshold_quantiles)
         if getattr(cfg, "reward_encoder", None) is not None:
             from rlaif.reward_arch import arch_of_reward_encoder  # lazy: imports torch
 

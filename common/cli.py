@@ -1,0 +1,57 @@
+"""One style for what the entry points (``python -m scripts.X``) say when they stop, and one exit status per
+kind of failure:
+
+* ``0``: done;
+* ``1`` (:data:`FAILED`): the run itself failed after its input was accepted (a server that did not come
+  up, a phase that failed, replies that were mostly unusable);
+* ``2`` (:data:`USAGE`): bad input (a flag, a file or folder a flag names, files already there that the
+  run would silently misuse) or an optional package that is not installed (:class:`MissingPackageError`;
+  the message says what to install);
+* ``128 + N``: stopped by signal N (:mod:`common.interrupts`).
+
+The message is one line on stderr, ``error: ...``, naming the flag or file (:func:`error`). argparse's
+own refusals (an unknown flag, a malformed value, a missing required flag) take the same form through
+:class:`ScriptParser`, or :func:`one_line_errors` on a parser built elsewhere.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, NoReturn
+
+#: exit status of a run that failed after its input was accepted
+FAILED = 1
+#: exit status of bad input or a missing optional package (argparse's own status for a bad flag)
+USAGE = 2
+
+
+class MissingPackageError(RuntimeError):
+    """An optional package that a flag needs is not installed; the message says what to install. The
+    scripts exit :data:`USAGE` for it, as for a flag that cannot work here."""
+
+
+def error(message: Any, status: int = USAGE, detail: str = "") -> int:
+    """Prints ``error: {message}`` on stderr and returns ``status`` (for ``return error(...)``).
+
+    ``message`` is folded onto one line; ``detail`` (e.g. the end of a server's log) follows it as is."""
+    line = " ".join(str(message).split())
+    print(f"error: {line}" + (f"\n{detail.rstrip()}" if detail else ""), file=sys.stderr, flush=True)
+    return status
+
+
+def _refuse(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    # argparse prints the usage block and "prog: error: ..."; one line naming the flag says the same
+    parser.exit(USAGE, f"error: {' '.join(message.split())} ({parser.prog} --help lists the flags)\n")
+
+
+class ScriptParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose refusals are one ``error: ...`` line, exit status :data:`USAGE`."""
+
+    def error(self, message: str) -> NoReturn:
+        _refuse(self, message)
+
+
+def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The same one-line refusals for a parser built by other code (``parser`` itself, returned)."""
+    parser.error = lambda message: _refuse(parser, message)  # type: ignore[method-assign]
+    return parser
