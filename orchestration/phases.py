@@ -75,11 +75,16 @@ class PipelineConfig:
     # The small presets cross it so that their evaluation reads checkpoints written after it.
     save_best_after: int = 100_000
     save_best_every_sec: int = 5
-    # evaluation
+    # evaluation: "project" (eval_episodes episodes) or "release" (eval_env_steps env steps, the mean over the
+    # last 1000 finished episodes)
+    eval_protocol: str = "project"
     eval_episodes: int = 6
+    eval_env_steps: int = 300_000
     eval_num_envs: int = 2
-    # forced-skill episodes per skill and policy of the skill report (0: no skill report)
+    # forced-skill episodes per skill and policy of the skill report (0: no skill report), and their step limit
+    # (0: the training episodes' own)
     skill_report_episodes: int = 2
+    skill_report_max_episode_steps: int = 0
     # the evaluation target whose first episode is also saved as a GIF ("" for none)
     video_target: str = "goldenexit"
     # the paper's baselines and ablations to run too (orchestration.baselines), after the skills' phases

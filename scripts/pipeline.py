@@ -78,7 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--num_workers", type=int, default=None, help="sample-factory rollout worker processes")
     g.add_argument("--num_envs_per_worker", type=int, default=None, help="environments per rollout worker")
     g.add_argument("--max_episode_steps", type=int, default=None, help="episode step limit (training and evaluation)")
-    g.add_argument("--eval_episodes", type=int, default=None, help="evaluation episodes per target")
+    g.add_argument("--eval_protocol", default=None, choices=("project", "release"),
+                   help="evaluation protocol: project (--eval_episodes episodes per target) or release (--eval_env_steps "
+                        "env steps per target, the mean over the last 1000 finished episodes); the learn preset's is "
+                        "release, the others' project")
+    g.add_argument("--eval_episodes", type=int, default=None, help="evaluation episodes per target (project protocol)")
+    g.add_argument("--eval_env_steps", type=int, default=None,
+                   help="evaluation env steps per target (release protocol; the learn preset's: 300,000)")
     g.add_argument("--eval_num_envs", type=int, default=None, help="environments stepped together in evaluation")
     g.add_argument("--eval_targets", type=_csv, default=None,
                    help=f"comma-separated evaluation targets (default: all of {','.join(EVAL_TASKS)})")
@@ -165,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         out_dir=args.out_dir, num_pairs=args.num_pairs, reward_epochs=args.reward_epochs,
         train_for_env_steps=args.train_for_env_steps, num_workers=args.num_workers,
         num_envs_per_worker=args.num_envs_per_worker, max_episode_steps=args.max_episode_steps,
+        eval_protocol=args.eval_protocol, eval_env_steps=args.eval_env_steps,
         eval_episodes=args.eval_episodes, eval_num_envs=args.eval_num_envs, eval_targets=args.eval_targets,
         annotate_chunks=args.annotate_chunks, device=args.device, code_seed=args.code_seed,
         baselines=_baselines(args.baselines), annotator_size=args.annotator_size, annotator=args.annotator,

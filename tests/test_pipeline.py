@@ -65,6 +65,27 @@ def test_small_plan_covers_every_phase_inside_out_dir(tmp_path):
             assert Path(path).resolve().is_relative_to(out.resolve()), (phase.name, path)
 
 
+def test_learn_preset_trains_with_the_releases_episodes_and_evaluates_with_its_protocol(tmp_path):
+    """The learn preset (the composition run on 2 cores): the release's 10,000-step training episodes, at least
+    10M env steps, the nine tasks under the release's protocol (a step budget per task), and the skill report on
+    episodes of at most 1,000 steps (the earlier reports' games)."""
+    cfg = make_config("learn", out_dir=str(tmp_path / "learn"))
+    parsed = {p.name: parse(p) for p in build_plan(cfg) if p.module in ("scripts.main", "scripts.skill_report")}
+    train = parsed["train/skills"]
+    assert train.max_episode_steps == 10_000 and train.train_for_env_steps >= 10_000_000
+    evals = [parsed[f"eval/{t}"] for t in EVAL_TASKS]
+    assert all(e.eval_protocol == "release" and e.eval_env_steps == 300_000 and e.max_episode_steps == 10_000
+               for e in evals)
+    report = parsed["skill_report"]
+    assert report.episodes == 40 and report.max_episode_steps == 1000
+    # the small presets keep the project protocol; both are flags
+    smoke = {p.name: parse(p) for p in build_plan(make_config("smoke")) if p.name == "eval/buc"}["eval/buc"]
+    assert smoke.eval_protocol == "project"
+    flipped = make_config("smoke", eval_protocol="release", eval_env_steps=5000)
+    buc = next(parse(p) for p in build_plan(flipped) if p.name == "eval/buc")
+    assert buc.eval_protocol == "release" and buc.eval_env_steps == 5000
+
+
 def test_sizes_are_flags_and_bad_values_are_refused():
     cfg = make_config("ci", train_for_env_steps=1234, eval_targets=("gnomish", "buc"), eval_episodes=3)
     plan = build_plan(cfg)
