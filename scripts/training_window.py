@@ -5,7 +5,7 @@
 
 For each tag, prints the mean of the summaries written in the first ``--window`` env steps and in the last
 ``--window`` env steps of the run (each summary is already sample-factory's mean over recent episodes), and
-how many summaries each mean covers: the figures the README quotes "over training". Exit status 2 when the
+how many summaries each mean covers: the figures docs/results.md quotes "over training". Exit status 2 when the
 folder has no tensorboard files or a tag is not in them.
 """
 from __future__ import annotations
