@@ -77,10 +77,16 @@ def _rate(n: int, seconds: float) -> str:
     return f"{n / seconds:,.0f} pairs/s"
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (the docs' commands are checked against it)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=50_000, help="number of pairs in the synthetic dataset")
     parser.add_argument("--batch_size", type=int, default=256, help="pairs per backend call")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 

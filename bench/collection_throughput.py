@@ -16,12 +16,18 @@ from rl_baseline.collect.config import CollectConfig
 from rl_baseline.collect.rollouts import collect_dataset
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (the docs' commands are checked against it)."""
     p = argparse.ArgumentParser(description="Measure collection throughput (steps/s, samples/s).")
     p.add_argument("--pairs", type=int, default=300, help="pairs collected per measurement (default: %(default)s)")
     p.add_argument("--workers", default="1,2", help="comma-separated worker counts (default: %(default)s)")
     p.add_argument("--policies", default="random,explorer", help="comma-separated policies (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="collection seed (default: %(default)s)")
+    return p
+
+
+def main() -> None:
+    p = build_parser()
     args = p.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
     rows = []

@@ -53,12 +53,18 @@ def _skill_env(reward_root: Path, max_episode_steps: int):
     return build_skill_env(cfg)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (the docs' commands are checked against it)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20_000, help="random steps per environment and repeat")
     parser.add_argument("--repeats", type=int, default=3, help="measurements of each env, interleaved")
     parser.add_argument("--max_episode_steps", type=int, default=10_000, help="episode step limit of our envs")
     parser.add_argument("--seed", type=int, default=0, help="seed of games and actions")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     if args.steps < 100 or args.repeats < 1:
         parser.error("--steps must be >= 100 and --repeats >= 1")

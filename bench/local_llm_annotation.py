@@ -89,7 +89,8 @@ def _annotate(root: Path, dataset_dir: str, skill: str, backend: str, **kw: Any)
             "labels": None if labels is None else labels.tolist(), "log": str(root / "logs")}
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (the docs' commands are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset_dir", required=True, help="folder of {skill}.npz datasets (scripts.collect_dataset)")
     p.add_argument("--skills", default="descender", help="comma-separated skills (default: %(default)s)")
@@ -103,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="in-process backends to time, comma-separated (default: %(default)s)")
     p.add_argument("--no_in_process", action="store_true", help="time the server only")
     p.add_argument("--out", default=None, help="write the results as JSON here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     concurrencies = [int(c) for c in args.concurrency.split(",") if c]
     skills = [s for s in args.skills.split(",") if s]

@@ -37,7 +37,8 @@ WALL_MESSAGES = ("It's a wall.", "It's solid stone.")
 DESCENT = "You descend the stairs."
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (the docs' commands are checked against it)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reward_dir", default="[]", help="reward model directories in skill order (list literal); "
                                                           "none: no skill reward, messages only")
@@ -48,6 +49,11 @@ def main() -> None:
                         help="release or after_action (default: the checkout's default; older checkouts have none)")
     parser.add_argument("--policy", choices=("explorer", "random"), default="explorer",
                         help="who acts: the dataset collection's explorer, or uniformly random actions without prayer")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
 
     from common.nethack.actions import ACTION_NAMES  # lazy: pulls in NLE; --help stays light

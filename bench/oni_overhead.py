@@ -54,12 +54,18 @@ def run(kind: str, port: int, args: argparse.Namespace, workdir: Path, label: st
     return (float(np.mean(fps)) if fps else float("nan")), labels
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (the docs' commands are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=40_000, help="env steps per run (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=2, help="runs of each kind, alternated (default: %(default)s)")
     p.add_argument("--num_envs_per_worker", type=int, default=8, help="envs per rollout worker (default: %(default)s)")
     p.add_argument("--warmup_reports", type=int, default=2, help="10-second FPS reports skipped (default: %(default)s)")
+    return p
+
+
+def main() -> None:
+    p = build_parser()
     args = p.parse_args()
     if args.steps < 5000 or args.repeats < 1:
         p.error("--steps must be at least 5000 and --repeats at least 1")

@@ -91,7 +91,8 @@ def step_time(model: SkillRewardModel, batches: list[tuple], dedup: bool) -> flo
     return (time.perf_counter() - start) / len(batches)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (the docs' commands are checked against it)."""
     p = argparse.ArgumentParser(description="Time reward model training on synthetic data with NetHack-like "
                                             "message repetition.")
     p.add_argument("--pairs", type=int, default=180_000, help="number of pairs (default: %(default)s)")
@@ -101,6 +102,11 @@ def main() -> None:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"), help="device (default: %(default)s)")
     p.add_argument("--dedup_batches", type=int, default=5,
                    help="batches for the dedup on/off step comparison (0 skips it; default: %(default)s)")
+    return p
+
+
+def main() -> None:
+    p = build_parser()
     args = p.parse_args()
 
     t0 = time.perf_counter()

@@ -192,7 +192,8 @@ def _mb(values: list[float]) -> str:
     return ", ".join(f"{v:.0f}" for v in values) if values else "n/a"
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (the docs' commands are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=40_000, help="env steps per training run (default: %(default)s)")
     p.add_argument("--baseline_ref", type=str, default=DEFAULT_BASELINE,
@@ -219,6 +220,11 @@ def main() -> None:
                    help="10-second FPS reports skipped as warm-up (default: %(default)s)")
     p.add_argument("--device", type=str, default="cpu", choices=("cpu", "gpu"),
                    help="learner and inference device of both runs (default: %(default)s)")
+    return p
+
+
+def main() -> None:
+    p = build_parser()
     args = p.parse_args()
     if args.steps < 5000:
         p.error("--steps must be at least 5000 (a few FPS reports are needed)")

@@ -53,7 +53,7 @@ SCORE_ENV = "NetHackScore-v1"
 MOTIF_REWARD_PAPER = dict(batch_size=1024, num_epochs=10, reward_lr=1e-5, num_workers=40)
 MOTIF_RL = ["--extrinsic_reward", "0.1", "--llm_reward", "0.1", "--beta_count_exponent", "3",
             "--eps_threshold_quantile", "0.5"]
-#: Motif's released dataset (README, "Motif: its release runs here"): where the paper plan annotates
+#: Motif's released dataset (docs/motif.md): where the paper plan annotates
 MOTIF_DATASET = "motif_dataset"
 #: tensor-parallel GPUs of vLLM per annotator size (405B: a node of 8 GPUs holding FP8 weights, or more nodes)
 ANNOTATOR_GPUS = {"8b": 1, "70b": 8, "405b": 8}

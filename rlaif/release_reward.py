@@ -18,7 +18,7 @@ Output, per skill, read by ``--reward_dir`` like a reward directory we trained::
     {out_dir}/{name}/reward_metrics/train_norm_quantiles.csv    (the release's rows, our header format)
 
 ``{name}`` is ``--name_template`` filled with the skill (default ``llama3_{skill}_default``, the
-folder names the README's ``--reward_dir`` uses). Every input is
+folder names the ``--reward_dir`` of docs/phases.md uses). Every input is
 read and checked before anything is written: a file that is not a release reward checkpoint
 (a policy checkpoint, a missing entry, a tensor of the wrong shape) stops the conversion with
 an error naming the file and the first mismatching tensor. Files are written to a temporary

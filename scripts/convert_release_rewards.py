@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "{out_dir}/{name}/reward_metrics/")
     p.add_argument("--name_template", default=DEFAULT_NAME_TEMPLATE,
                    help="folder name per skill under --out_dir; must contain {skill} (default: %(default)s, "
-                        "the README's --reward_dir paths)")
+                        "the --reward_dir paths of docs/phases.md)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace existing outputs (their older checkpoints and quantile CSV are removed); "
                         "without it an existing output is an error and nothing is written")

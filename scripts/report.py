@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                    help="env steps at the start and at the end of each skill-training run compared in the "
                         "'first and last window' table (a run shorter than four windows uses a quarter of its "
-                        "length; default: %(default)s, the README's 'over training' figures)")
+                        "length; default: %(default)s, the 'over training' figures of docs/results.md)")
     return p
 
 

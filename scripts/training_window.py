@@ -5,7 +5,7 @@
 
 For each tag, prints the mean of the summaries written in the first ``--window`` env steps and in the last
 ``--window`` env steps of the run (each summary is already sample-factory's mean over recent episodes), and
-how many summaries each mean covers: the figures the README quotes "over training". A run shorter than four
+how many summaries each mean covers: the figures docs/results.md quotes "over training". A run shorter than four
 windows uses a quarter of its length instead, with a note, so the two windows never overlap (as
 ``scripts.report``). Without ``--tags``: those of :data:`DEFAULT_TAGS` that the run has, with a note naming
 the others (a skill that never ran, as the descender in a smoke or ci run, logs none of its statistics). Exit

@@ -28,7 +28,8 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (the docs' commands are checked against it)."""
     p = ScriptParser(prog="python -m scripts.wait_llm_server", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--addr", default="localhost", help="server host (or a URL)")
@@ -36,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", required=True, help="the model name the server must list")
     p.add_argument("--timeout_s", type=float, default=1800.0, help="give up after this long (default: %(default)s)")
     p.add_argument("--pid", type=int, default=None, help="the server's process: stop waiting when it dies")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     url = server_url(args.addr, args.port)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import sys
 
-from orchestration.slurm import main
+from orchestration.slurm import build_parser, main
+
+__all__ = ["build_parser", "main"]  # build_parser: the docs' commands are checked against it
 
 if __name__ == "__main__":
     sys.exit(main())

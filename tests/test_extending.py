@@ -103,6 +103,7 @@ TASK_PLACES: dict[str, tuple[tuple[str, ...], Callable[[str], bool]]] = {
     "tests/test_meta_policy_settings.py": (EVAL_TASKS, _settings_test),
     "scripts/main.py": (EVAL_TASKS, _main_docstring),
     "README.md": (EVAL_TASKS, _named_in("README.md")),
+    "docs/phases.md": (EVAL_TASKS, _named_in("docs/phases.md")),
 }
 
 

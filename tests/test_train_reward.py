@@ -150,7 +150,7 @@ def test_inspect_reward_lists_top_and_bottom(descender_run, capsys) -> None:
 
 
 def test_inspect_reward_prints_the_threshold_and_scores_given_messages(descender_run, capsys) -> None:
-    """The figures the README quotes about a reward model (its threshold, the reward of one message) come from
+    """The figures docs/results.md quotes about a reward model (its threshold, the reward of one message) come from
     this command."""
     from rlaif.reward_model import load_skill_reward
     from scripts.inspect_reward import main

@@ -1,4 +1,4 @@
-"""scripts.training_window: the README's "over training" figures from a run's tensorboard files."""
+"""scripts.training_window: the "over training" figures of docs/results.md from a run's tensorboard files."""
 from __future__ import annotations
 
 from orchestration.report import window_means

@@ -9,7 +9,7 @@ The main environment has no vLLM, so there the module is skipped. What it checks
 ``common.llm.VLLMBackend`` gives ``vllm.LLM`` (named parameters, or fields of the ``EngineArgs`` its
 ``**kwargs`` go to), ``SamplingParams`` built for real, ``generate``'s prompt form and keywords, the output
 fields read, the server's chat tokenization that offline prompts copy, and every ``vllm serve`` flag the
-launcher, the slurm jobs and the README pass, parsed by vLLM's own serve parser.
+launcher, the slurm jobs, README.md and docs/ pass, parsed by vLLM's own serve parser.
 """
 from __future__ import annotations
 
@@ -129,9 +129,9 @@ def test_the_launchers_vllm_serve_command_parses(tmp_path):
 
 
 def _vllm_serve_lines() -> list[tuple[str, str]]:
-    """``(where, command)`` of every ``vllm serve ...`` in the README and the slurm templates (placeholders filled
-    with sample values)."""
-    sources = [REPO / "README.md", *sorted((REPO / "slurm").glob("*.sbatch"))]
+    """``(where, command)`` of every ``vllm serve ...`` in README.md, docs/ and the slurm templates (placeholders
+    filled with sample values)."""
+    sources = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "slurm").glob("*.sbatch"))]
     fill = {"weights": "org/Model-FP8", "model": "org/Model", "gpus": "8", "port": "8000"}
     lines = []
     for path in sources:
@@ -140,11 +140,11 @@ def _vllm_serve_lines() -> list[tuple[str, str]]:
     return lines
 
 
-def test_every_vllm_serve_command_in_the_readme_and_the_slurm_jobs_parses():
+def test_every_vllm_serve_command_in_the_docs_and_the_slurm_jobs_parses():
     import shlex
 
     lines = _vllm_serve_lines()
-    assert {"README.md", "annotate_server.sbatch", "baseline_llm.sbatch"} <= {where for where, _ in lines}
+    assert {"gpu_and_slurm.md", "annotate_server.sbatch", "baseline_llm.sbatch"} <= {where for where, _ in lines}
     for where, line in lines:
         argv = [a if not a.startswith("$") else "1" for a in shlex.split(line.split("#")[0])[2:]]
         if not any(a.startswith("--") for a in argv):

@@ -213,7 +213,7 @@ def training_error_warning(runs: Sequence[TrainingRun]) -> Optional[str]:
             "each call and what happened).")
 
 
-#: the window the README's "over training" figures use (first and last 0.5M env steps)
+#: the window the "over training" figures of docs/results.md use (first and last 0.5M env steps)
 DEFAULT_WINDOW = 500_000
 
 

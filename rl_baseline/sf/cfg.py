@@ -772,7 +772,7 @@ def resolve_cfg(argv: Optional[Sequence[str]] = None, saved: bool = True, files:
 
 def parse_cfg(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The command line alone, derived and checked (no saved experiment, no files): for checking
-    commands (the pipeline's plan, the README's commands) and for tools that build on flags."""
+    commands (the pipeline's plan, the commands of README.md and docs/) and for tools that build on flags."""
     return resolve_cfg(argv, saved=False, files=False)
 
 
