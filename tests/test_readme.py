@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+import common.cli
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
@@ -202,6 +204,8 @@ def strict_parsers() -> Iterator[None]:
     instead of printing and exiting."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(argparse.ArgumentParser, "error", _refusing_parser_errors)
+        # the scripts' own parsers (common.cli.ScriptParser, one_line_errors) refuse through common.cli._refuse
+        mp.setattr(common.cli, "_refuse", lambda parser, message: _refusing_parser_errors(parser, message))
         mp.setattr(argparse.ArgumentParser, "parse_known_args", _parse_known_args_unabbreviated)
         yield
 
@@ -312,7 +316,7 @@ Not links: `[x](missing.md)` in code.
 
 ```bash
 python -m scripts.pipeline --preset smoke
-python -m scripts.annotate_pairs --goal_key descender --backend transformers --device cpu
+python -m scripts.annotate_pairs --goal_key descender --backend transformers --max_model 8192
 python -m scripts.no_such_script --flag 1
 python -m scripts.train_reward --experiment llama3_descender_default --num_epoch 3
 URL=http://127.0.0.1:8000/v1
@@ -347,7 +351,7 @@ def test_the_command_checker_reports_a_wrong_module_and_bad_flags():
     assert commands[4].args[5] == "http://127.0.0.1:8000/v1"  # the block's $URL filled in
     errors = command_errors(commands)
     assert len(errors) == 7, "\n".join(errors)
-    expected = ["unrecognized arguments: --device cpu",  # an abbreviation of --device_map / --device-map
+    expected = ["unrecognized arguments: --max_model 8192",  # an abbreviation of --max_model_len
                 "no module scripts.no_such_script",
                 "unrecognized arguments: --num_epoch 3",  # an abbreviation of --num_epochs
                 "invalid int value: 'one'",
