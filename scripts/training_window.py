@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
 
 from common.cli import ScriptParser, error
 
@@ -39,12 +40,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tags", default=None,
                    help="comma-separated tensorboard tags (default: those of " + ",".join(DEFAULT_TAGS) + " that the "
                         "run has)")
+    p.add_argument("--compare", action="append", default=[], metavar="DIR",
+                   help="another experiment folder whose same tags are shown beside --policy_dir's (repeatable; "
+                        "its own windows, from its own length)")
+    p.add_argument("--plot", default=None, metavar="PNG",
+                   help="also draw the tags over training, one panel per tag and one curve per run, into this PNG")
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from orchestration.report.plots import plot_tag_curves  # lazy: pulls in NLE; --help stays light
     from orchestration.report.training import (  # lazy: pulls in NLE; --help stays light
         TB_PREFIXES,
         TrainingRun,
@@ -56,38 +63,56 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.window < 1:
         return error(f"--window must be at least 1, got {args.window}")
     asked = [t for t in (args.tags or "").split(",") if t]
-    prefixes = tuple(sorted(set(TB_PREFIXES) | {t.split("/")[0] + "/" for t in asked}))  # all: a miss lists them
-    scalars = read_tensorboard_scalars(args.policy_dir, prefixes)
-    if not scalars:
-        return error(f"--policy_dir {args.policy_dir}: no tensorboard summaries with the prefixes {', '.join(prefixes)}")
-    run = TrainingRun(args.policy_dir, args.policy_dir, scalars)
-    # the tag as written; where only our observer's `{tag}_mean` was logged, that one
-    series = lambda tag: scalars[tag] if tag in scalars and scalars[tag][0] else run.get(tag)  # noqa: E731
-    have = sorted({t[:-len("_mean")] if t.endswith("_mean") else t for t in scalars})
-    missing = [t for t in (asked or DEFAULT_TAGS) if not series(t)[0]]
+    if args.plot and not args.plot.lower().endswith(".png"):
+        return error(f"--plot {args.plot}: expected a .png path")
+    runs = []
+    for folder in [args.policy_dir, *args.compare]:
+        flag = "--policy_dir" if folder == args.policy_dir else "--compare"
+        prefixes = tuple(sorted(set(TB_PREFIXES) | {t.split("/")[0] + "/" for t in asked}))  # all: a miss lists them
+        scalars = read_tensorboard_scalars(folder, prefixes)
+        if not scalars:
+            return error(f"{flag} {folder}: no tensorboard summaries with the prefixes {', '.join(prefixes)}")
+        runs.append((folder, _series_of(scalars, TrainingRun(folder, folder, scalars)), scalars))
+    have = sorted({t[:-len("_mean")] if t.endswith("_mean") else t for t in runs[0][2]})
+    missing = [t for t in (asked or DEFAULT_TAGS) if not runs[0][1](t)[0]]
     if asked and missing:
         return error(f"--tags: not in {args.policy_dir}: {', '.join(missing)}; its tags: {', '.join(have)}")
     tags = [t for t in (asked or DEFAULT_TAGS) if t not in missing]
     if not tags:
         return error(f"--policy_dir {args.policy_dir}: none of the default tags is there; pass --tags (its tags: "
                      f"{', '.join(have)})")
-    first = min(series(tag)[0][0] for tag in tags)
-    last = max(series(tag)[0][-1] for tag in tags)
-    used = fitted_window(args.window, last - first)
-    print(f"Run `{args.policy_dir}`, {last:,} env steps; means of the summaries in the first and last "
-          f"{used:,} env steps (summaries counted in brackets).")
-    if used < args.window:
-        print(f"note: the run spans {last - first:,} env steps, fewer than four --window {args.window:,}: the "
-              f"first and last windows would overlap (and give the same means), so each is a quarter of the run, "
-              f"{used:,} env steps, as in scripts.report")
     if missing:
         print(f"note: not in this run, left out: {', '.join(missing)} (a skill that never ran logs none)")
-    print("\n| tag | first | last |\n|---|---|---|")
-    for tag in tags:
-        a, na, b, nb = window_means(series(tag), used)
-        print(f"| {tag} | {a:.4g} ({na}) | {b:.4g} ({nb}) |")
+    for folder, series, _ in runs:
+        logged = [series(tag) for tag in tags if series(tag)[0]]
+        if not logged:
+            print(f"\nRun `{folder}`: none of these tags")
+            continue
+        first = min(s[0][0] for s in logged)
+        last = max(s[0][-1] for s in logged)
+        used = fitted_window(args.window, last - first)
+        print(f"\nRun `{folder}`, {last:,} env steps; means of the summaries in the first and last "
+              f"{used:,} env steps (summaries counted in brackets).")
+        if used < args.window:
+            print(f"note: the run spans {last - first:,} env steps, fewer than four --window {args.window:,}: the "
+                  f"first and last windows would overlap (and give the same means), so each is a quarter of the "
+                  f"run, {used:,} env steps, as in scripts.report")
+        print("\n| tag | first | last |\n|---|---|---|")
+        for tag in tags:
+            if not series(tag)[0]:
+                print(f"| {tag} | not logged | not logged |")
+                continue
+            a, na, b, nb = window_means(series(tag), used)
+            print(f"| {tag} | {a:.4g} ({na}) | {b:.4g} ({nb}) |")
+    if args.plot:
+        plot_tag_curves([(folder, series) for folder, series, _ in runs], tags, Path(args.plot))
+        print(f"\nplot: {args.plot}")
     return 0
 
+
+def _series_of(scalars: dict, run: Any) -> Callable[[str], tuple[list[int], list[float]]]:
+    """A run's series of a tag: the tag as written; where only our observer's ``{tag}_mean`` was logged, that."""
+    return lambda tag: scalars[tag] if tag in scalars and scalars[tag][0] else run.get(tag)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -90,3 +90,29 @@ def test_the_default_tags_work_on_a_smoke_run(tmp_path, capsys):
     writer.close()
     assert main(["--policy_dir", str(tmp_path / "bare")]) == 2
     assert "none of the default tags is there; pass --tags (its tags: len/len)" in capsys.readouterr().err
+
+
+def test_compares_runs_side_by_side_and_plots_their_tags(tmp_path, capsys):
+    """Two runs' tags over training: each run's own first and last windows, and one PNG panel per tag with a curve
+    per run (the progress run beside the stand-in-rewarded one)."""
+    from PIL import Image
+    from torch.utils.tensorboard import SummaryWriter
+
+    _smoke_like_run(tmp_path / "a")
+    writer = SummaryWriter(str(tmp_path / "b"))
+    for step in range(0, 80_001, 8_000):
+        writer.add_scalar("intrinsic/discoverer_return", 2.0, step)
+    writer.close()
+    png = tmp_path / "curves.png"
+    assert main(["--policy_dir", str(tmp_path / "a"), "--compare", str(tmp_path / "b"), "--plot", str(png),
+                 "--tags", "intrinsic/discoverer_return,len/len"]) == 0
+    out = capsys.readouterr().out
+    run_a, run_b = out.split(f"Run `{tmp_path / 'b'}`")
+    assert "| intrinsic/discoverer_return | 0.1 (3) | 0.9 (3) |" in run_a
+    assert "| intrinsic/discoverer_return | 2 (3) | 2 (3) |" in run_b and "| len/len | not logged |" in run_b
+    with Image.open(png) as image:
+        assert image.width > 800 and image.height > 200  # two panels side by side
+    assert main(["--policy_dir", str(tmp_path / "a"), "--plot", str(tmp_path / "curves.txt")]) == 2
+    assert main(["--policy_dir", str(tmp_path / "a"), "--compare", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"--compare {tmp_path / 'none'}: no tensorboard summaries with "
+                                                    "the prefixes intrinsic/, len/, measures/, messages/, skills/")

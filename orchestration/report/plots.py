@@ -223,3 +223,29 @@ def plot_reward_accuracy(runs: Sequence[RewardRun], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def plot_tag_curves(runs: Sequence[tuple[str, Callable[[str], tuple[list[int], list[float]]]]],
+                    tags: Sequence[str], path: Path, title: str = "") -> None:
+    """One panel per tensorboard tag, one curve per run (``(label, series of a tag)``), against env steps: the
+    measures of several runs over training side by side (``scripts.training_window --plot``)."""
+    plt = _pyplot()
+    cols = min(3, len(tags))
+    rows = math.ceil(len(tags) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.4 * rows), squeeze=False)
+    for ax, tag in zip(axes.flat, tags):
+        for label, series in runs:
+            steps, values = series(tag)
+            if steps:
+                _curve(ax, steps, values, label)
+        ax.set_title(tag, fontsize=10)
+        ax.set_xlabel("env steps")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(tags):]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
