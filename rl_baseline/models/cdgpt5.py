@@ -477,6 +477,22 @@ class ReleaseEncoder(Encoder):
     def get_out_size(self) -> int:
         return self.out_size
 
+    def release_default_layers(self) -> list[nn.Module]:
+        """The layers the release leaves at PyTorch's default initialisation (weights and biases).
+
+        Its sample-factory 1 actor-critic initialises layers whose type is exactly ``nn.Conv2d`` or
+        ``nn.Linear`` (orthogonal, zero bias). The crop CNN and its 1152 -> 512 layer sit in a module
+        scripted with ``torch.jit.script``, whose submodules are ``RecursiveScriptModule`` s, and the
+        message convolutions are ``nn.Conv1d``: neither matches, so they keep their default init."""
+        return ([m for m in self.crop_cnn if isinstance(m, nn.Conv2d)] + [self.crop_fc[0], self.msg_conv1]
+                + [m for m in self.msg_cnn if isinstance(m, nn.Conv1d)])
+
+    def restore_release_initialisation(self) -> None:
+        """Puts :meth:`release_default_layers` back to PyTorch's default initialisation, undoing
+        sample-factory 2's (which orthogonalises the crop layers and zeroes every bias)."""
+        for layer in self.release_default_layers():
+            layer.reset_parameters()
+
     def type_for_input_tensor(self, input_tensor_name: str) -> torch.dtype:
         return _input_type(input_tensor_name)
 
@@ -704,14 +720,22 @@ def adapt_sf_cfg(cfg: Any, obs_space: Any) -> Any:
 
 def make_cdgpt5_actor_critic(cfg: Any, obs_space: Any, action_space: Any) -> Any:
     """sample-factory's default actor-critic, built with :func:`adapt_sf_cfg`'s settings; with
-    ``--policy_heads per_skill`` the ablation's one head per skill (:mod:`rl_baseline.models.skill_heads`)."""
+    ``--policy_heads per_skill`` the ablation's one head per skill (:mod:`rl_baseline.models.skill_heads`).
+    With the release's encoder, the layers the release never initialised itself keep PyTorch's default
+    initialisation (:meth:`ReleaseEncoder.release_default_layers`); every other layer is initialised as
+    sample-factory does (``--policy_initialization``, orthogonal by default, zero biases), as the release did."""
     cfg = adapt_sf_cfg(cfg, obs_space)
     if getattr(cfg, "policy_heads", "shared") == "per_skill":
         if not getattr(cfg, "actor_critic_share_weights", True):
             raise ValueError("--policy_heads per_skill is built on the shared-weights actor-critic: drop "
                              "--actor_critic_share_weights False")
-        return PerSkillHeadsActorCritic(global_model_factory(), obs_space, action_space, cfg)
-    return default_make_actor_critic_func(cfg, obs_space, action_space)
+        model = PerSkillHeadsActorCritic(global_model_factory(), obs_space, action_space, cfg)
+    else:
+        model = default_make_actor_critic_func(cfg, obs_space, action_space)
+    for module in model.modules():  # the release's initialisation (see ReleaseEncoder.release_default_layers)
+        if isinstance(module, ReleaseEncoder):
+            module.restore_release_initialisation()
+    return model
 
 
 def register_cdgpt5() -> None:
