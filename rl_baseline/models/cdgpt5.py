@@ -27,7 +27,9 @@ the message CNN runs on the bytes a message holds, not on its 256 zero-padded by
 crop is rendered straight into channels-last memory.
 
 Sample-factory adds its own core (GRU with the paper's defaults) and
-action/value heads; the core's input size is ``encoder.get_out_size()``.
+action/value heads; the core's input size is ``encoder.get_out_size()``. Both encoders
+compute under autocast to bfloat16 with ``--precision bf16`` and return float32
+(:mod:`rl_baseline.models.autocast`).
 
 Sample-factory's observation preprocessing must leave the integer inputs
 alone: use ``--normalize_input False`` (or ``--normalize_input_keys blstats``)
@@ -57,6 +59,7 @@ from sample_factory.model.actor_critic import default_make_actor_critic_func
 from sample_factory.model.encoder import Encoder
 from torch import nn
 
+from rl_baseline.models.autocast import as_float32, autocast, compute_dtype, keep_frozen_weights_in, make_core
 from rl_baseline.models.obs import BLSTATS_SIZE, CROP_SIZE, MESSAGE_SIZE, MONK_FEATURES_SIZE, SPELL_KINDS
 from rl_baseline.models.render import CELL, NUM_CHARS, NUM_COLORS, glyph_atlas, render_grid_torch
 from rl_baseline.models.skill_heads import PerSkillHeadsActorCritic
@@ -186,7 +189,9 @@ def _cached_on_weights(cache: dict[str, tuple[tuple, Any]], name: str, params: A
     weight update (an optimiser step, sample-factory's ``load_state_dict``) bumps."""
     if torch.is_grad_enabled():
         return compute()
-    key = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in params)
+    # the autocast state too: under --precision bf16 the cached values are bfloat16
+    key = tuple((p._version, p.data_ptr(), p.device, p.dtype, torch.is_autocast_enabled(p.device.type))
+                for p in params)
     cached = cache.get(name)
     if cached is not None and cached[0] == key:
         return cached[1]
@@ -251,6 +256,7 @@ class CDGPT5Encoder(Encoder):
 
         self.fuse = nn.Sequential(nn.Linear(mc.crop_out + mc.stats_hidden + mc.msg_out, mc.out_size), act())
         self._weight_cache: dict[str, tuple[tuple, torch.Tensor]] = {}  # see _weights_only
+        self.compute_dtype = compute_dtype(cfg)  # --precision (rl_baseline.models.autocast)
         logger.info("CDGPT5 encoder: %d parameters, %d skills", sum(p.numel() for p in self.parameters()), self.num_skills)
 
     def get_out_size(self) -> int:
@@ -264,6 +270,13 @@ class CDGPT5Encoder(Encoder):
         return render_grid_torch(crop_chars, crop_colors, self.atlas)
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The features in float32; under ``--precision bf16`` computed under autocast to bfloat16."""
+        keep_frozen_weights_in(self, self.compute_dtype)  # an inference worker's copy (rl_baseline.models.autocast)
+        with autocast(self.compute_dtype, obs_dict["blstats"].device):
+            features = self._features(obs_dict)
+        return as_float32(features)
+
+    def _features(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         crop = self.crop_fc(self.crop_cnn[1:](self.cell_features(obs_dict["crop_chars"], obs_dict["crop_colors"])))
 
         skill = obs_dict["skill_onehot"].float()
@@ -471,6 +484,7 @@ class ReleaseEncoder(Encoder):
         self._weight_cache: dict[str, tuple[tuple, Any]] = {}  # see _padding_values
         self.msg_fc = nn.Sequential(nn.Linear(msg_out, 2 * h), nn.ReLU())
         self.out_size = mc.crop_fc + mc.stats_hidden + self.stats_in_size + 2 * h
+        self.compute_dtype = compute_dtype(cfg)  # --precision (rl_baseline.models.autocast)
         logger.info("release encoder: %d parameters, %d skills, %d features", sum(p.numel() for p in self.parameters()),
                     self.num_skills, self.out_size)
 
@@ -522,6 +536,13 @@ class ReleaseEncoder(Encoder):
         return image.float() * (1.0 / 255.0)
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The features in float32; under ``--precision bf16`` computed under autocast to bfloat16."""
+        keep_frozen_weights_in(self, self.compute_dtype)  # an inference worker's copy (rl_baseline.models.autocast)
+        with autocast(self.compute_dtype, obs_dict["blstats"].device):
+            features = self._features(obs_dict)
+        return as_float32(features)
+
+    def _features(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         crop = self.crop_fc(self.crop_cnn(self.pixels(obs_dict["crop_chars"], obs_dict["crop_colors"])))
         stats_in = self.stats_input(obs_dict)
         stats = self.stats_mlp(stats_in)
@@ -742,12 +763,15 @@ def register_cdgpt5() -> None:
     """Makes sample-factory build :class:`CDGPT5Encoder` (or :class:`ReleaseEncoder`) models
     (safe to call repeatedly).
 
-    Registers the encoder factory and an actor-critic factory that adapts the
-    input preprocessing flags (see :func:`adapt_sf_cfg`); the recurrent core and the
-    heads are sample-factory's own.
+    Registers the encoder factory, an actor-critic factory that adapts the
+    input preprocessing flags (see :func:`adapt_sf_cfg`) and a core factory that runs
+    sample-factory's recurrent core under autocast with ``--precision bf16``
+    (:mod:`rl_baseline.models.autocast`); the core and the heads are sample-factory's own.
     """
     factory = global_model_factory()
     if factory.make_model_encoder_func is not make_cdgpt5_encoder:
         factory.register_encoder_factory(make_cdgpt5_encoder)
+    if factory.make_model_core_func is not make_core:  # sample-factory's core, under autocast with bf16
+        factory.register_model_core_factory(make_core)
     if factory.make_actor_critic_func is not make_cdgpt5_actor_critic:
         factory.register_actor_critic_factory(make_cdgpt5_actor_critic)
