@@ -12,7 +12,9 @@ Usage::
 
     python -m bench.learner_step [--repeats 5] [--batch_size 512] [--rollout 32] [--encoder_arch release]
 
-It ends with one JSON line (``fp32_ms``, ``bf16_ms`` medians, ``bf16_speedup``) for scripts to read.
+It ends with one JSON line (``fp32_ms``, ``bf16_ms`` wall-time medians, ``fp32_cpu_ms``, ``bf16_cpu_ms`` CPU-time
+medians, ``bf16_speedup`` and ``bf16_cpu_speedup``) for scripts to read; on a shared machine the CPU times are
+the steadier figures.
 :func:`build_learner` and :func:`synthetic_batch` are shared with the tests.
 """
 from __future__ import annotations
@@ -32,30 +34,38 @@ from bench.fixtures import machine_description
 def build_learner(argv: Sequence[str], train_dir: str | Path) -> Any:
     """An initialised :class:`rl_baseline.sf.learner.MaestroLearner` for ``scripts.main``'s flags ``argv``
     (skill environment, on the CPU unless ``argv`` says otherwise), writing nothing until asked to save."""
-    import gymnasium as gym  # lazy: the bench's --help stays light
-    import torch  # lazy: as above
-    from sample_factory.algo.utils.env_info import EnvInfo  # lazy: as above
+    import torch  # lazy: the bench's --help stays light
     from sample_factory.algo.utils.model_sharing import ParameterServer  # lazy: as above
     from sample_factory.cfg.arguments import preprocess_cfg  # lazy: as above
 
-    from common.nethack.actions import ACTIONS  # lazy: imports NLE
     from rl_baseline.models.cdgpt5 import register_cdgpt5  # lazy: imports torch
-    from rl_baseline.models.obs import model_observation_space  # lazy: imports NLE
     from rl_baseline.sf.cfg import parse_cfg  # lazy: imports sample-factory
     from rl_baseline.sf.learner import MaestroLearner  # lazy: imports torch
 
     cfg = parse_cfg(["--device", "cpu", "--train_dir", str(train_dir), "--experiment", "learner_step",
                      "--restart_behavior", "overwrite", *argv])
     register_cdgpt5()
-    env_info = EnvInfo(obs_space=model_observation_space(int(cfg.num_skills)),
-                       action_space=gym.spaces.Discrete(len(ACTIONS)), num_agents=1, gpu_actions=False,
-                       gpu_observations=False, action_splits=None, all_discrete=None, frameskip=1)
+    env_info = learner_env_info(cfg)
     if not preprocess_cfg(cfg, env_info):  # what the runner does before it starts the learner
         raise ValueError(f"sample-factory refuses the configuration {list(argv)}")
     versions = torch.zeros(1, dtype=torch.int32)
     learner = MaestroLearner(cfg, env_info, versions, 0, ParameterServer(0, versions, serial_mode=True))
     learner.init()
     return learner
+
+
+def learner_env_info(cfg: Any) -> Any:
+    """sample-factory's description of the skill environment's spaces for ``cfg`` (what its runner gets by
+    building an environment)."""
+    import gymnasium as gym  # lazy: the bench's --help stays light
+    from sample_factory.algo.utils.env_info import EnvInfo  # lazy: as above
+
+    from common.nethack.actions import ACTIONS  # lazy: imports NLE
+    from rl_baseline.models.obs import model_observation_space  # lazy: imports NLE
+
+    return EnvInfo(obs_space=model_observation_space(int(cfg.num_skills)),
+                   action_space=gym.spaces.Discrete(len(ACTIONS)), num_agents=1, gpu_actions=False,
+                   gpu_observations=False, action_splits=None, all_discrete=None, frameskip=1)
 
 
 def synthetic_batch(learner: Any, seed: int = 0, reward_scale: float = 0.1) -> Any:
@@ -86,30 +96,32 @@ def synthetic_batch(learner: Any, seed: int = 0, reward_scale: float = 0.1) -> A
         "skill_id": skill.float().unsqueeze(-1),
         "monk_features": torch.zeros(n, t + 1, 3),
     }
+    # the dtypes of sample-factory's trajectory buffers (alloc_trajectory_tensors)
     return TensorDict({
         "obs": TensorDict(obs),
         "rnn_states": torch.zeros(n, t + 1, get_rnn_size(cfg)),
         "values": torch.zeros(n, t + 1),
         "valids": torch.ones(n, t + 1, dtype=torch.bool),
         "policy_id": torch.zeros(n, t, dtype=torch.int32),
-        "policy_version": torch.zeros(n, t, dtype=torch.int32),
-        "actions": torch.randint(0, actions, (n, t, 1), generator=g),
+        "policy_version": torch.zeros(n, t),
+        "actions": torch.randint(0, actions, (n, t, 1), generator=g).float(),
         "log_prob_actions": torch.full((n, t), -float(np.log(actions))),
         "action_logits": torch.zeros(n, t, actions),
         "rewards": reward_scale * torch.randn(n, t, generator=g),
-        "dones": (torch.rand(n, t, generator=g) < 0.01).float(),
-        "time_outs": torch.zeros(n, t),
+        "dones": torch.rand(n, t, generator=g) < 0.01,
+        "time_outs": torch.zeros(n, t, dtype=torch.bool),
     })
 
 
-def time_steps(learner: Any, repeats: int, seed: int = 0) -> list[float]:
-    """Milliseconds of ``repeats`` calls of ``learner.train`` on fresh synthetic batches."""
+def time_steps(learner: Any, repeats: int, seed: int = 0) -> list[tuple[float, float]]:
+    """(wall ms, CPU ms) of ``repeats`` calls of ``learner.train`` on fresh synthetic batches. The CPU time (this
+    process's, the learner running one thread) hardly depends on what else the machine runs; the wall time does."""
     out = []
     for i in range(repeats):
         batch = synthetic_batch(learner, seed=seed + i)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         learner.train(batch)
-        out.append(1000 * (time.perf_counter() - t0))
+        out.append((1000 * (time.perf_counter() - t0), 1000 * (time.process_time() - c0)))
     return out
 
 
@@ -129,7 +141,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     flags = ["--batch_size", str(args.batch_size), "--rollout", str(args.rollout), "--encoder_arch",
              args.encoder_arch]
-    times: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    times: dict[str, list[tuple[float, float]]] = {"fp32": [], "bf16": []}
     with tempfile.TemporaryDirectory(prefix="bench_learner_") as tmp:
         learners = {p: build_learner(flags + ["--precision", p], tmp) for p in times}
         for precision, learner in learners.items():
@@ -137,16 +149,20 @@ def main() -> None:
         for rep in range(args.repeats):  # alternated, so a change of machine load hits both
             for precision, learner in learners.items():
                 times[precision] += time_steps(learner, 1, seed=rep + 1)
-    med = {k: float(np.median(v)) for k, v in times.items()}
+    wall = {k: float(np.median([w for w, _ in v])) for k, v in times.items()}
+    cpu = {k: float(np.median([c for _, c in v])) for k, v in times.items()}
     print(f"machine: {machine_description()}; {args.encoder_arch} network, batch {args.batch_size}, rollout "
           f"{args.rollout}, {args.threads} thread(s)")
     for k, v in times.items():
-        print(f"{k}: median {med[k]:.0f} ms per learner step ({', '.join(f'{x:.0f}' for x in v)})")
-    print(f"bf16 / fp32 speed-up: x{med['fp32'] / med['bf16']:.2f}")
+        print(f"{k}: median {wall[k]:.0f} ms wall, {cpu[k]:.0f} ms CPU per learner step (wall/CPU: "
+              f"{', '.join(f'{w:.0f}/{c:.0f}' for w, c in v)})")
+    print(f"bf16 / fp32 speed-up: x{wall['fp32'] / wall['bf16']:.2f} wall, x{cpu['fp32'] / cpu['bf16']:.2f} CPU")
     print(json.dumps({"machine": machine_description(), "encoder_arch": args.encoder_arch,
                       "batch_size": args.batch_size, "rollout": args.rollout, "threads": args.threads,
-                      "fp32_ms": round(med["fp32"], 1), "bf16_ms": round(med["bf16"], 1),
-                      "bf16_speedup": round(med["fp32"] / med["bf16"], 3)}))
+                      "fp32_ms": round(wall["fp32"], 1), "bf16_ms": round(wall["bf16"], 1),
+                      "fp32_cpu_ms": round(cpu["fp32"], 1), "bf16_cpu_ms": round(cpu["bf16"], 1),
+                      "bf16_speedup": round(wall["fp32"] / wall["bf16"], 3),
+                      "bf16_cpu_speedup": round(cpu["fp32"] / cpu["bf16"], 3)}))
 
 
 if __name__ == "__main__":
