@@ -127,6 +127,23 @@ def test_the_network_under_bf16_computes_in_bfloat16_and_hands_on_float32(with_b
     assert all(p.dtype == torch.float32 for p in model.parameters())
 
 
+def test_under_autocast_the_crop_is_read_in_bfloat16_as_autocast_would_round_it():
+    """The release encoder's pixels come in the first convolution's dtype: float32 (the rendered crop divided by
+    255) without autocast, under autocast the same values rounded to bfloat16, so the convolution computes
+    exactly what it computed on the float32 image."""
+    from rl_baseline.sf.release_policy import build_release_actor_critic
+
+    enc = build_release_actor_critic(parse_cfg(["--device", "cpu"])).encoder
+    obs = _obs(6)
+    reference = enc.render(obs["crop_chars"], obs["crop_colors"]).float() * (1.0 / 255.0)
+    assert torch.equal(enc.pixels(obs["crop_chars"], obs["crop_colors"]), reference)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        pixels = enc.pixels(obs["crop_chars"], obs["crop_colors"])
+        assert pixels.dtype == torch.bfloat16 and torch.equal(pixels, reference.to(torch.bfloat16))
+        # (the same memory layout: oneDNN sums in another order on a plain one)
+        assert torch.equal(enc.crop_cnn(pixels), enc.crop_cnn(reference.contiguous(memory_format=torch.channels_last)))
+
+
 def test_the_inference_workers_frozen_copy_keeps_bfloat16_weights_and_computes_the_same(with_bf16):
     """sample-factory's inference worker runs its own copy of the network (every parameter frozen) and loads the
     learner's float32 weights into it after each update: under bf16 that copy keeps its encoder's and core's

@@ -485,6 +485,7 @@ class ReleaseEncoder(Encoder):
         self.msg_fc = nn.Sequential(nn.Linear(msg_out, 2 * h), nn.ReLU())
         self.out_size = mc.crop_fc + mc.stats_hidden + self.stats_in_size + 2 * h
         self.compute_dtype = compute_dtype(cfg)  # --precision (rl_baseline.models.autocast)
+        self._atlas_cache: dict[tuple, torch.Tensor] = {}  # see _scaled_atlas
         logger.info("release encoder: %d parameters, %d skills, %d features", sum(p.numel() for p in self.parameters()),
                     self.num_skills, self.out_size)
 
@@ -527,13 +528,26 @@ class ReleaseEncoder(Encoder):
 
     def pixels(self, crop_chars: torch.Tensor, crop_colors: torch.Tensor) -> torch.Tensor:
         """:meth:`render`'s image as the crop CNN reads it: float [B, 3, 72, 72] divided by 255, in
-        channels-last memory (the tiles are copied once into place; the convolutions run faster on it)."""
+        channels-last memory (the tiles are copied once into place; the convolutions run faster on it).
+
+        The tiles are read from the atlas already divided by 255, in the dtype the first convolution computes
+        in (bfloat16 under autocast, ``--precision bf16``: the values autocast would round the float32 image
+        to), so the image is written once, at half the size under bf16."""
         chars = torch.cat([torch.full_like(crop_chars[:, :1], _SPACE), crop_chars[:, :-1]], dim=1)
         colors = torch.cat([torch.zeros_like(crop_colors[:, :1]), crop_colors[:, :-1]], dim=1)
         b, h, w = chars.shape
-        tiles = self.atlas[(chars.long() & 255) * NUM_COLORS + (colors.long() & 15)]  # [B, H, W, cell, cell, 3]
-        image = tiles.permute(0, 1, 3, 2, 4, 5).reshape(b, h * CELL, w * CELL, 3).permute(0, 3, 1, 2)
-        return image.float() * (1.0 / 255.0)
+        kind = self.atlas.device.type
+        dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else torch.float32
+        tiles = self._scaled_atlas(dtype)[(chars.long() & 255) * NUM_COLORS + (colors.long() & 15)]  # [B,H,W,c,c,3]
+        return tiles.permute(0, 1, 3, 2, 4, 5).reshape(b, h * CELL, w * CELL, 3).permute(0, 3, 1, 2)
+
+    def _scaled_atlas(self, dtype: torch.dtype) -> torch.Tensor:
+        """The glyph atlas divided by 255 (float32 arithmetic, as the image was), then in ``dtype``; cached."""
+        key = (dtype, self.atlas.device)
+        cached = self._atlas_cache.get(key)
+        if cached is None:
+            cached = self._atlas_cache[key] = (self.atlas.float() * (1.0 / 255.0)).to(dtype)
+        return cached
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         """The features in float32; under ``--precision bf16`` computed under autocast to bfloat16."""
