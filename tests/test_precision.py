@@ -73,6 +73,15 @@ def test_bf16_without_bfloat16_instructions_exits_2_naming_the_flag(no_bf16, cap
     assert ev.compute_precision == "fp32" and ev.precision_reason.startswith("fp32 instead of bf16")
 
 
+def test_bf16_on_a_gpu_without_bfloat16_is_refused_and_auto_keeps_fp32_there(monkeypatch):
+    monkeypatch.setattr(precision, "gpu_supports_bf16", lambda: False)
+    with pytest.raises(PrecisionError, match="--precision bf16: this GPU has no bfloat16"):
+        resolve_precision("bf16", "gpu")
+    assert resolve_precision("auto", "gpu").precision == "fp32"
+    monkeypatch.setattr(precision, "gpu_supports_bf16", lambda: True)
+    assert resolve_precision("bf16", "gpu").precision == "bf16"
+
+
 def _obs(batch: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(3)
     message = torch.zeros(batch, 256, dtype=torch.uint8)
