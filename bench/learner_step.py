@@ -125,7 +125,8 @@ def time_steps(learner: Any, repeats: int, seed: int = 0) -> list[tuple[float, f
     return out
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (the docs' commands are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=5, help="timed steps per precision, alternated (default %(default)s)")
     p.add_argument("--batch_size", type=int, default=512, help="samples per learner step (default %(default)s)")
@@ -133,6 +134,11 @@ def main() -> None:
     p.add_argument("--encoder_arch", type=str, default="release", choices=("project", "release"),
                    help="policy network (default %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (training's learner uses 1)")
+    return p
+
+
+def main() -> None:
+    p = build_parser()
     args = p.parse_args()
     if args.repeats < 1 or args.batch_size < args.rollout or args.rollout < 2:
         p.error("--repeats must be at least 1, --rollout at least 2 and --batch_size at least --rollout")
