@@ -53,7 +53,7 @@ def test_the_flag_parses_and_fp32_is_the_default(with_bf16):
         parse_cfg(["--precision", "fp16"])
 
 
-def test_bf16_without_bfloat16_instructions_exits_2_naming_the_flag(no_bf16, caplog, tmp_path):
+def test_bf16_without_bfloat16_instructions_exits_2_naming_the_flag(no_bf16, capsys, tmp_path):
     """--precision bf16 on a processor without bfloat16: training stops with status 2 and the flag named;
     auto falls back to fp32 and says why; an evaluation falls back too (it runs what this machine has)."""
     from scripts.main import main
@@ -64,7 +64,7 @@ def test_bf16_without_bfloat16_instructions_exits_2_naming_the_flag(no_bf16, cap
         resolve_precision("bf16", "cpu")
     assert main(["--precision", "bf16", "--device", "cpu", "--train_dir", str(tmp_path), "--llm_reward", "0",
                  "--skill_reward", "progress"]) == 2
-    assert "--precision bf16: this processor has no bfloat16 instructions" in caplog.text
+    assert "error: --precision bf16: this processor has no bfloat16 instructions" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # refused before anything was written
     cfg = parse_cfg(["--precision", "auto", "--device", "cpu"])
     assert cfg.compute_precision == "fp32" and "no bfloat16 instructions" in cfg.precision_reason
