@@ -9,7 +9,9 @@ with ``git worktree`` (``--baseline_ref``, default the commit on which the throu
 started) and runs with the same Python environment. With ``--baseline_encoder_arch`` the baseline is
 this tree itself, trained with that ``--encoder_arch`` (no worktree): ``--encoder_arch release
 --baseline_encoder_arch project`` compares the release's network with the project's under the
-same settings.
+same settings. With ``--baseline_precision`` the baseline is this tree trained with that ``--precision``:
+``--encoder_arch release --precision bf16 --baseline_precision fp32`` pairs bfloat16 autocast against float32
+on the release's network (both flags can be given together).
 
 For each run it prints the sustained env steps/s (sample-factory's 10-second FPS reports
 after ``--warmup_reports``, averaged) and the memory of every process of the run, sampled
@@ -21,6 +23,9 @@ the second and the last quarter of the run (medians) (a leak shows as growth on 
 Each run's CPU time (user + system of all its processes, start-up included) is printed too: unlike
 env steps/s it hardly depends on what else the machine runs (``cpu_ms_per_step`` in the JSON).
 
+The CPU time is also split by process (``cpu_ms_per_step_by_role``: learner, inference worker, rollout
+workers, the rest), each process's as last sampled, told apart by sample-factory's log lines naming their pids.
+
 It ends with one JSON line (``train_speedup``, ``baseline_fps``, ``fps``, ``cpu_ms_per_step``, ``peak_rss_mb``,
 ...) for scripts to read. ``--device gpu`` runs the learner and inference on the GPU (both versions).
 
@@ -30,6 +35,12 @@ Usage::
     python -m bench.train_throughput --no_baseline --device gpu     # only this tree, on a GPU
     python -m bench.train_throughput --encoder_arch release --baseline_encoder_arch project \\
         --num_envs_per_worker 8 --max_episode_steps 500 --repeats 2    # the two encoders, smoke preset
+    python -m bench.train_throughput --encoder_arch release --precision bf16 --baseline_precision fp32 \\
+        --num_envs_per_worker 8 --max_episode_steps 500 --repeats 3    # bf16 against fp32, smoke preset
+
+With a precision pair the JSON line also holds ``precision``, ``baseline_precision``,
+``precision_speedup`` (the env steps/s ratio, same as ``train_speedup``) and ``cpu_ratio`` (the baseline's
+CPU ms per env step over this tree's: the speed-up that does not depend on the machine's other load).
 """
 from __future__ import annotations
 
@@ -51,9 +62,13 @@ from bench.fixtures import machine_description
 
 #: values of scripts.main's --encoder_arch (rl_baseline.models.cdgpt5.ENCODER_ARCHS; not imported: that pulls torch in)
 ENCODER_ARCHS = ("project", "release")
+PRECISIONS = ("auto", "fp32", "bf16")  # scripts.main's --precision (common.precision.PRECISIONS)
 
 REPO = Path(__file__).resolve().parents[1]
 FPS_RE = re.compile(r"Fps is \(10 sec: ([0-9.nan]+)")
+# sample-factory's line naming each worker process: "LearnerWorker_p0\tpid 123\tparent 100"
+WORKER_PID_RE = re.compile(r"(LearnerWorker|InferenceWorker|ROLLOUT worker)[^\t\n]*\tpid (\d+)")
+ROLES = {"LearnerWorker": "learner", "InferenceWorker": "inference", "ROLLOUT worker": "rollout"}
 # the commit whose skill training was profiled when the throughput work started (LSTM core, 275-460 steps/s)
 DEFAULT_BASELINE = "9de1a54"
 
@@ -68,6 +83,8 @@ class RunResult:
     rollout_peak_mb: list[float] = field(default_factory=list)
     rollout_growth_mb: list[float] = field(default_factory=list)
     other_peak_mb: list[float] = field(default_factory=list)
+    # CPU seconds by role (learner, inference, rollout, other: the main process and the rest), as last sampled
+    cpu_by_role: dict[str, float] = field(default_factory=dict)
 
 
 def build_reward_dirs(code_dir: Path, root: Path) -> list[str]:
@@ -95,6 +112,7 @@ class MemorySampler(threading.Thread):
         self.root = psutil.Process(pid)
         self.samples: dict[int, list[tuple[float, float]]] = {}
         self.games: dict[int, int] = {}  # NetHack library segments mapped by each process (Linux)
+        self.cpu: dict[int, float] = {}  # user + system CPU seconds of each process, as last sampled
         self.stop = threading.Event()
 
     @staticmethod
@@ -114,17 +132,29 @@ class MemorySampler(threading.Thread):
             now = time.monotonic()
             try:
                 children = self.root.children(recursive=True)
+                times = self.root.cpu_times()
+                self.cpu[self.root.pid] = times.user + times.system  # the runner (main) process
             except psutil.Error:
                 break
             for proc in children:
                 try:
                     rss = proc.memory_info().rss / 2**20
+                    times = proc.cpu_times()
+                    self.cpu[proc.pid] = times.user + times.system
                     if len(self.samples.get(proc.pid, ())) % 10 == 0:  # workers start their games lazily
                         self.games[proc.pid] = max(self.games.get(proc.pid, 0), self._games(proc))
                 except psutil.Error:
                     continue
                 self.samples.setdefault(proc.pid, []).append((now, rss))
             self.stop.wait(1.0)
+
+    def cpu_by_role(self, log_text: str) -> dict[str, float]:
+        """CPU seconds per role, the processes told apart by sample-factory's log lines naming their pids."""
+        role_of = {int(pid): ROLES[kind] for kind, pid in WORKER_PID_RE.findall(log_text)}
+        out = {"learner": 0.0, "inference": 0.0, "rollout": 0.0, "other": 0.0}
+        for pid, seconds in self.cpu.items():
+            out[role_of.get(pid, "other")] += seconds
+        return out
 
     def summary(self) -> tuple[list[float], list[float], list[float]]:
         rollout_peak, growth, other = [], [], []
@@ -145,7 +175,7 @@ class MemorySampler(threading.Thread):
 
 
 def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse.Namespace, workdir: Path,
-              num_envs_per_worker: int, encoder_arch: str | None = None) -> RunResult:
+              num_envs_per_worker: int, encoder_arch: str | None = None, precision: str | None = None) -> RunResult:
     cmd = [
         sys.executable, "-m", "scripts.main", "--algo", "APPO", "--device", args.device,
         "--num_workers", "2", "--num_envs_per_worker", str(num_envs_per_worker),
@@ -157,6 +187,8 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
     ]
     if encoder_arch is not None:  # only when asked: older baseline commits do not know the flag
         cmd += ["--encoder_arch", encoder_arch]
+    if precision is not None:  # likewise
+        cmd += ["--precision", precision]
     log = workdir / f"{label}.log"
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -178,7 +210,7 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
     sustained = fps[args.warmup_reports:] or fps
     peak, growth, other = sampler.summary()
     return RunResult(label, float(np.mean(sustained)) if sustained else float("nan"), len(sustained), wall, cpu,
-                     peak, growth, other)
+                     peak, growth, other, sampler.cpu_by_role(text))
 
 
 def _children_cpu_s() -> float:
@@ -186,6 +218,12 @@ def _children_cpu_s() -> float:
     depend on what else the machine runs (its env steps/s does)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def _by_role(runs: list[RunResult], steps: int) -> dict[str, float]:
+    """Median CPU ms per env step of each role over ``runs``."""
+    return {k: round(1000 * float(np.median([r.cpu_by_role.get(k, 0.0) for r in runs])) / steps, 3)
+            for k in ("learner", "inference", "rollout", "other")}
 
 
 def _mb(values: list[float]) -> str:
@@ -206,6 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare two policy encoders instead of two commits: the baseline runs are this tree "
                         "with --encoder_arch set to this value (no git worktree; --baseline_ref is not used), "
                         "with the same settings, alternated with this tree's runs")
+    p.add_argument("--precision", type=str, default=None, choices=PRECISIONS,
+                   help="scripts.main's --precision for this tree's runs (default: its default, fp32)")
+    p.add_argument("--baseline_precision", type=str, default=None, choices=PRECISIONS,
+                   help="compare two precisions: the baseline runs are this tree with --precision set to this "
+                        "value (no git worktree), alternated with this tree's runs; may go with "
+                        "--baseline_encoder_arch")
     p.add_argument("--repeats", type=int, default=1,
                    help="runs of each version, alternated; medians are reported (default: %(default)s)")
     p.add_argument("--num_envs_per_worker", type=int, default=4,
@@ -232,13 +276,22 @@ def main() -> None:
         p.error("--repeats must be at least 1")
     if args.baseline_encoder_arch is not None and args.no_baseline:
         p.error("--baseline_encoder_arch names the baseline's encoder: it cannot go with --no_baseline")
-    same_tree = args.baseline_encoder_arch is not None
-    baseline_name = f"--encoder_arch {args.baseline_encoder_arch}" if same_tree else args.baseline_ref
+    if args.baseline_precision is not None and args.no_baseline:
+        p.error("--baseline_precision names the baseline's precision: it cannot go with --no_baseline")
+    same_tree = args.baseline_encoder_arch is not None or args.baseline_precision is not None
+    # a same-tree baseline differs in what its --baseline_* flags say and shares this tree's other flags
+    base_arch = (args.baseline_encoder_arch or args.encoder_arch) if same_tree else args.baseline_encoder_arch
+    base_precision = (args.baseline_precision or args.precision) if same_tree else args.baseline_precision
+    baseline_name = " ".join(
+        ([f"--encoder_arch {base_arch}"] if base_arch else []) + ([f"--precision {base_precision}"] if base_precision
+                                                                  else [])) if same_tree else args.baseline_ref
 
     base_envs = args.baseline_num_envs_per_worker or args.num_envs_per_worker
     if base_envs < 1 or args.num_envs_per_worker < 1:
         p.error("--num_envs_per_worker and --baseline_num_envs_per_worker must be at least 1")
-    current_name = f" (--encoder_arch {args.encoder_arch})" if args.encoder_arch else ""
+    current_flags = ([f"--encoder_arch {args.encoder_arch}"] if args.encoder_arch else []) + (
+        [f"--precision {args.precision}"] if args.precision else [])
+    current_name = f" ({' '.join(current_flags)})" if current_flags else ""
     results: list[RunResult] = []
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
         tmp_path = Path(tmp)
@@ -258,10 +311,10 @@ def main() -> None:
                 if baseline_dir is not None:
                     print(f"baseline {baseline_name}: training {args.steps} env steps ...", flush=True)
                     results.append(train_run("baseline", baseline_dir, dirs, args, tmp_path / "runs", base_envs,
-                                             args.baseline_encoder_arch))
+                                             base_arch, base_precision))
                 print(f"this tree{current_name}: training {args.steps} env steps ...", flush=True)
                 results.append(train_run("current", REPO, dirs, args, tmp_path / "runs", args.num_envs_per_worker,
-                                         args.encoder_arch))
+                                         args.encoder_arch, args.precision))
         finally:
             if baseline_dir is not None and not same_tree:
                 subprocess.run(["git", "worktree", "remove", "--force", str(baseline_dir)], cwd=REPO,
@@ -273,14 +326,20 @@ def main() -> None:
     print(f"\nmachine: {machine}; {envs} x 2 workers, batch 512, rollout 32, episodes of at most "
           f"{args.max_episode_steps} steps, device {args.device}")
     if same_tree:
-        print(f"baseline: this tree with --encoder_arch {args.baseline_encoder_arch}; current: this tree with "
-              f"--encoder_arch {args.encoder_arch or 'default'}")
+        print(f"baseline: this tree with {baseline_name or 'the defaults'}; current: this tree with "
+              f"{' '.join(current_flags) or 'the defaults'}")
     print("| run | env steps/s | FPS reports | wall s | CPU s | rollout worker peak RSS MB | growth MB | "
           "other processes MB |")
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r.label} | {r.fps:,.0f} | {r.reports} | {r.wall_s:.0f} | {r.cpu_s:.0f} | {_mb(r.rollout_peak_mb)} | "
               f"{_mb(r.rollout_growth_mb)} | {_mb(r.other_peak_mb)} |")
+    print("\nCPU ms per env step by process (sampled every second; start-up included):")
+    print("| run | learner | inference | rollout workers | other |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r.label} | " + " | ".join(f"{1000 * r.cpu_by_role.get(k, 0.0) / args.steps:.2f}"
+                                             for k in ("learner", "inference", "rollout", "other")) + " |")
     current_runs = [r for r in results if r.label == "current"]
     baseline_runs = [r for r in results if r.label == "baseline"]
     current = current_runs[-1]
@@ -288,8 +347,9 @@ def main() -> None:
     figures = {
         "machine": machine, "device": args.device, "num_envs_per_worker": args.num_envs_per_worker,
         "steps": args.steps, "repeats": args.repeats, "max_episode_steps": args.max_episode_steps,
-        "encoder_arch": args.encoder_arch, "fps": round(fps, 1),
+        "encoder_arch": args.encoder_arch, "precision": args.precision, "fps": round(fps, 1),
         "cpu_ms_per_step": round(1000 * float(np.median([r.cpu_s for r in current_runs])) / args.steps, 3),
+        "cpu_ms_per_step_by_role": _by_role(current_runs, args.steps),
         "peak_rss_mb": round(max(current.rollout_peak_mb), 1) if current.rollout_peak_mb else None,
         "rss_growth_mb": round(max(current.rollout_growth_mb), 1) if current.rollout_growth_mb else None,
     }
@@ -298,11 +358,19 @@ def main() -> None:
         speedup = fps / base
         print(f"speed-up over {baseline_name} (medians of {args.repeats} run(s) each): x{speedup:.2f}")
         base_cpu = 1000 * float(np.median([r.cpu_s for r in baseline_runs])) / args.steps
+        figures.update(baseline_cpu_ms_per_step_by_role=_by_role(baseline_runs, args.steps))
+        # each alternated pair's ratio: how much the machine's changing load moved the medians
+        pairs = [round(c.fps / b.fps, 3) for b, c in zip(baseline_runs, current_runs)]
+        print(f"env steps/s ratio of each alternated pair: {', '.join(f'x{r:.2f}' for r in pairs)}")
+        figures.update(pair_speedups=pairs)
         figures.update(baseline_fps=round(base, 1), train_speedup=round(speedup, 3),
                        baseline_cpu_ms_per_step=round(base_cpu, 3),
                        baseline_num_envs_per_worker=base_envs)
         if same_tree:
-            figures.update(baseline_encoder_arch=args.baseline_encoder_arch)
+            figures.update(baseline_encoder_arch=base_arch, baseline_precision=base_precision)
+            if args.baseline_precision is not None:
+                figures.update(precision_speedup=round(speedup, 3),
+                               cpu_ratio=round(base_cpu / figures["cpu_ms_per_step"], 3))
         else:
             figures.update(baseline_ref=args.baseline_ref)
     print(json.dumps(figures))

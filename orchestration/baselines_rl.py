@@ -44,6 +44,7 @@ from orchestration.phases import (
     PipelineError,
     annotator,
     display_path,
+    precision_args,
     skill_training_args,
 )
 
@@ -88,6 +89,7 @@ def _sf_args(cfg: PipelineConfig) -> list[str]:
             "--num_envs_per_worker", str(cfg.num_envs_per_worker), "--batch_size", str(cfg.batch_size)]
     if cfg.rollout:
         args += ["--rollout", str(cfg.rollout)]
+    args += precision_args(cfg)
     args += ["--reward_scale", "0.1", "--obs_scale", "255.0", "--max_episode_steps", str(cfg.max_episode_steps),
              "--seed", str(cfg.seed), "--code_seed", str(cfg.code_seed), "--save_best_after", str(cfg.save_best_after),
              "--save_best_every_sec", str(cfg.save_best_every_sec)]

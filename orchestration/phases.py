@@ -69,6 +69,9 @@ class PipelineConfig:
     max_episode_steps: int = 500
     experiment: str = "smoke"
     device: str = "cpu"
+    # scripts.main --precision of the training runs (common.precision): fp32 (the release's, the paper preset's)
+    # or auto (the CPU presets: bf16 autocast where the processor has bfloat16 instructions, else fp32)
+    precision: str = "fp32"
     seed: int = 2
     save_every_steps: int = 0
     # sample-factory's best-model save (its defaults: after 100k env steps, checked every 5 s).
@@ -195,6 +198,7 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
     ]
     if cfg.rollout:
         args += ["--rollout", str(cfg.rollout)]
+    args += precision_args(cfg)
     args += [
         "--reward_scale", "0.1", "--obs_scale", "255.0",
         "--max_episode_steps", str(cfg.max_episode_steps),
@@ -209,6 +213,12 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
     else:
         args += ["--stats_avg", "4", "--experiment_summaries_interval", "5"]
     return args
+
+
+def precision_args(cfg: PipelineConfig) -> list[str]:
+    """``--precision`` of a training run; none for fp32, scripts.main's default (the paper's commands stay the
+    release's)."""
+    return [] if cfg.precision == "fp32" else ["--precision", cfg.precision]
 
 
 def display_path(path: str | Path) -> str:

@@ -83,7 +83,7 @@ PRESETS: dict[str, dict] = {
     # about 3 to 5 minutes on 2 CPU cores (measured 180 s: collect 24 s, reward 24 s, train 64 s, eval 64 s)
     "smoke": dict(out_dir="train_dir/pipeline_smoke", num_pairs=300, reward_epochs=5, train_for_env_steps=40_000,
                   max_episode_steps=500, eval_episodes=6, eval_num_envs=2, experiment="smoke",
-                  save_best_after=10_000, reward_small_model=False,
+                  save_best_after=10_000, reward_small_model=False, precision="auto",
                   # 8 games per worker: inference batches twice as large, about 1.5x the env steps/s of 4
                   # on 2 cores (python -m bench.train_throughput --num_envs_per_worker 4 / 8)
                   num_envs_per_worker=8, skill_report_episodes=3),
@@ -95,13 +95,13 @@ PRESETS: dict[str, dict] = {
     "learn": dict(out_dir="train_dir/pipeline_learn", num_pairs=2000, reward_epochs=10,
                   train_for_env_steps=10_000_000, max_episode_steps=10_000, eval_protocol="release",
                   eval_env_steps=300_000, eval_episodes=10, eval_num_envs=16, experiment="learn",
-                  reward_small_model=False, num_envs_per_worker=8,
+                  reward_small_model=False, num_envs_per_worker=8, precision="auto",
                   skill_report_episodes=40, skill_report_max_episode_steps=1000),
     # the test suite's run: every phase, as small as it gets
     "ci": dict(out_dir="train_dir/pipeline_ci", num_pairs=40, reward_epochs=2, reward_batch_size=16,
                train_for_env_steps=2_000, num_envs_per_worker=2, batch_size=256, rollout=16,
                max_episode_steps=100, eval_episodes=1, eval_num_envs=1, experiment="ci",
-               save_best_after=500, save_best_every_sec=1, skill_report_episodes=1),
+               save_best_after=500, save_best_every_sec=1, skill_report_episodes=1, precision="auto"),
     # the paper's settings (docs/paper.md); printed / written as slurm jobs
     "paper": dict(out_dir="train_dir", num_pairs=0, collect_workers=16, annotate_backend="vllm",
                   annotate_chunks=8, reward_epochs=20, reward_batch_size=1000, reward_lr=1e-5, reward_workers=40,

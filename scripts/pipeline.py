@@ -24,6 +24,7 @@ from code_generation.verify import check_meta_policies
 from common.cli import USAGE, ScriptParser, error
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BackendError, check_installed
+from common.precision import PrecisionError, resolve_precision
 from common.vocabulary import ALL_TASKS, EVAL_TASKS
 from orchestration.baselines import available
 from orchestration.phases import PipelineError
@@ -140,6 +141,7 @@ BANNER = """\
 ================================================================================
  MaestroMotif pipeline, preset {preset}: every phase at small scale, outputs in {out}
 {annotation}
+ * skill training computes in {precision}
  * code generation is REPLAYED from a recorded transcript ({replay})
  * results at this scale are NOT comparable to the paper's
 ================================================================================"""
@@ -150,6 +152,14 @@ ANNOTATION_LINES = {
                  "   model, 135M parameters (no network); pairs it gives no usable answer for\n"
                  "   stay unlabelled"),
 }
+
+
+def precision_line(precision: str, device: str) -> str:
+    """The banner's words for the training runs' ``--precision`` on this machine (common.precision)."""
+    try:
+        return resolve_precision(precision, device).reason
+    except PrecisionError as exc:  # scripts.main will refuse it too, naming the flag
+        return f"{precision}, which this machine cannot run: {exc}"
 
 
 def _baselines(names: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -216,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     annotation = ANNOTATION_LINES.get(cfg.annotate_backend, " * annotation by {model} ({backend})")
     print(BANNER.format(preset=args.preset, out=out, replay=cfg.replay,
-                        annotation=annotation.format(model=cfg.annotate_model, backend=cfg.annotate_backend)),
+                        annotation=annotation.format(model=cfg.annotate_model, backend=cfg.annotate_backend),
+                        precision=precision_line(cfg.precision, cfg.device)),
           flush=True)
     try:
         with sigterm_raises():

@@ -607,3 +607,88 @@ def test_sample_factory_actor_critic(nle_obs, sf_model_factory):
     assert result["new_rnn_states"].shape == rnn_states.shape
     assert torch.isfinite(result["action_logits"]).all()
     assert not torch.equal(result["new_rnn_states"], rnn_states)
+
+
+class _ScriptedCropOfTheRelease(torch.nn.Module):
+    """The release's crop encoder as sample-factory 1 builds it (``ConvEncoder.ConvEncoderImpl``): the
+    three convolutions and the 1152 -> 512 layer in one module, scripted with ``torch.jit.script``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.conv_head = nn.Sequential(nn.Conv2d(3, 32, 8, stride=4), nn.ELU(), nn.Conv2d(32, 64, 4, stride=2), nn.ELU(),
+                                       nn.Conv2d(64, 128, 3, stride=2), nn.ELU())
+        self.fc_layers = nn.Sequential(nn.Linear(1152, 512), nn.ELU())
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.fc_layers(self.conv_head(obs).flatten(1))
+
+
+def _sample_factory_1_release_model(num_skills: int, num_actions: int) -> torch.nn.Module:
+    """The release's actor-critic under the release's tensor names, initialised as sample-factory 1 does: its
+    ``initialize_weights`` applied to every module, which matches ``type(layer)`` against ``nn.Conv2d`` and
+    ``nn.Linear`` (orthogonal weights with gain ``--policy_init_gain`` 1, zero biases) and leaves the rest to
+    PyTorch (GRU, embedding, Conv1d, and the scripted crop encoder's submodules)."""
+    nn = torch.nn
+
+    def initialize_weights(layer: nn.Module) -> None:
+        if type(layer) is nn.Conv2d or type(layer) is nn.Linear:
+            nn.init.orthogonal_(layer.weight.data, gain=1.0)
+            layer.bias.data.fill_(0)
+
+    root = nn.Module()
+    root.encoder = encoder = nn.Module()
+    encoder.obs_encoder = nn.Module()
+    encoder.obs_encoder.enc = torch.jit.script(_ScriptedCropOfTheRelease())
+    stats_in = 30 + num_skills
+    encoder.vector_obs_head = nn.Sequential(nn.Linear(stats_in, 128), nn.ELU(), nn.Linear(128, 128), nn.ELU(),
+                                            nn.Linear(128, 128), nn.ELU(), nn.Linear(128, 128), nn.ELU())
+    encoder.char_lt = nn.Embedding(256, 32, padding_idx=0)
+    encoder.conv1 = nn.Conv1d(32, 64, kernel_size=7)
+    encoder.message_head = nn.Sequential(
+        nn.ReLU(), nn.MaxPool1d(3, 3), nn.Conv1d(64, 64, 7), nn.ReLU(), nn.MaxPool1d(3, 3),
+        nn.Conv1d(64, 64, 3), nn.ReLU(), nn.Conv1d(64, 64, 3), nn.ReLU(), nn.Conv1d(64, 64, 3), nn.ReLU(),
+        nn.Conv1d(64, 64, 3), nn.ReLU(), nn.MaxPool1d(3, 3), nn.Flatten(), nn.Linear(320, 128), nn.ReLU())
+    root.core = nn.Module()
+    root.core.core = nn.GRU(512 + 128 + stats_in + 128, 512, 1)
+    root.critic_linear = nn.Linear(512, 1)
+    root.action_parameterization = nn.Module()
+    root.action_parameterization.distribution_linear = nn.Linear(512, num_actions)
+    root.apply(initialize_weights)
+    return root
+
+
+def test_release_network_is_initialised_as_the_release_initialised_it():
+    """--encoder_arch release: per-tensor weight statistics match the release's sample-factory 1 initialisation
+    (the scripted crop CNN and its 1152 -> 512 layer keep PyTorch's default init with non-zero biases, the
+    message Conv1d biases stay non-zero; the other layers are orthogonal with zero biases), not sample-factory
+    2's (every crop layer orthogonal, every bias zero)."""
+    from common.nethack.actions import ACTIONS
+    from rl_baseline.sf.cfg import parse_cfg
+    from rl_baseline.sf.release_policy import build_release_actor_critic, release_name_map
+
+    torch.manual_seed(0)
+    reference = _sample_factory_1_release_model(NUM_SKILLS, len(ACTIONS)).state_dict()
+    torch.manual_seed(1)
+    ours = build_release_actor_critic(parse_cfg(["--encoder_arch", "release"])).state_dict()
+    names = release_name_map()
+    assert set(names) == set(reference), set(names) ^ set(reference)
+    differ = []
+    for release_name, our_name in names.items():
+        want, got = reference[release_name].float(), ours[our_name].float()
+        assert want.shape == got.shape, release_name
+        want_zero, got_zero = bool((want == 0).all()), bool((got == 0).all())
+        if want_zero or got_zero:
+            if want_zero != got_zero:
+                differ.append(f"{our_name}: {'zero' if got_zero else 'non-zero'}, release "
+                              f"{'zero' if want_zero else 'non-zero'}")
+            continue
+        ratio = float(got.std() / want.std())
+        bound = float(got.abs().max() / want.abs().max())
+        if not (0.75 < ratio < 1.33 and 0.6 < bound < 1.67):
+            differ.append(f"{our_name}: std {got.std():.4f}, max {got.abs().max():.4f}; release std {want.std():.4f}, "
+                          f"max {want.abs().max():.4f}")
+    assert not differ, "\n".join(differ)
+    # the mechanism, as the release has it: the scripted crop layers escape the type match
+    assert reference["encoder.obs_encoder.enc.conv_head.0.bias"].abs().max() > 0
+    assert reference["encoder.vector_obs_head.0.bias"].abs().max() == 0

@@ -274,3 +274,28 @@ def test_a_missing_annotator_package_stops_the_pipeline_before_its_first_phase(t
     err = capsys.readouterr().err
     assert err.startswith("error: --annotator smollm2-free: the llamacpp backend needs llama-cpp-python")
     assert "requirements-local-llm.txt" in err and not out.exists()
+
+
+def test_cpu_presets_train_in_bf16_where_the_processor_can_and_the_paper_keeps_fp32(monkeypatch):
+    """smoke, ci and learn pass --precision auto to every training run (skills, baselines, ablations): bf16 where
+    the processor has bfloat16 instructions, fp32 with the reason otherwise, as the banner says; the paper
+    preset's commands stay the release's (no --precision: fp32)."""
+    from common import precision
+    from orchestration.baselines import available
+
+    for preset in ("smoke", "ci", "learn"):
+        cfg = make_config(preset, baselines=tuple(available()) if preset == "ci" else None)
+        trains = [p for p in build_plan(cfg) if p.module == "scripts.main" and "--evaluation" not in p.args]
+        assert trains and all(p.args[p.args.index("--precision") + 1] == "auto" for p in trains), preset
+    paper = build_plan(make_config("paper"))
+    assert not any("--precision" in p.args for p in paper)
+    assert parse(next(p for p in paper if p.stage == "train")).compute_precision == "fp32"
+
+    monkeypatch.setattr(precision, "cpu_bf16_flags", lambda cpuinfo=precision.CPUINFO: ("amx_bf16",))
+    assert pipeline_cli.precision_line("auto", "cpu").startswith("bf16 autocast on the CPU")
+    assert "amx_bf16" in pipeline_cli.precision_line("auto", "cpu")
+    assert pipeline_cli.precision_line("auto", "gpu").startswith("fp32")
+    monkeypatch.setattr(precision, "cpu_bf16_flags", lambda cpuinfo=precision.CPUINFO: ())
+    line = pipeline_cli.precision_line("auto", "cpu")
+    assert line.startswith("fp32") and "no bfloat16 instructions" in line
+    assert "cannot run" in pipeline_cli.precision_line("bf16", "cpu")

@@ -27,7 +27,9 @@ the message CNN runs on the bytes a message holds, not on its 256 zero-padded by
 crop is rendered straight into channels-last memory.
 
 Sample-factory adds its own core (GRU with the paper's defaults) and
-action/value heads; the core's input size is ``encoder.get_out_size()``.
+action/value heads; the core's input size is ``encoder.get_out_size()``. Both encoders
+compute under autocast to bfloat16 with ``--precision bf16`` and return float32
+(:mod:`rl_baseline.models.autocast`).
 
 Sample-factory's observation preprocessing must leave the integer inputs
 alone: use ``--normalize_input False`` (or ``--normalize_input_keys blstats``)
@@ -57,6 +59,7 @@ from sample_factory.model.actor_critic import default_make_actor_critic_func
 from sample_factory.model.encoder import Encoder
 from torch import nn
 
+from rl_baseline.models.autocast import as_float32, autocast, compute_dtype, keep_frozen_weights_in, make_core
 from rl_baseline.models.obs import BLSTATS_SIZE, CROP_SIZE, MESSAGE_SIZE, MONK_FEATURES_SIZE, SPELL_KINDS
 from rl_baseline.models.render import CELL, NUM_CHARS, NUM_COLORS, glyph_atlas, render_grid_torch
 from rl_baseline.models.skill_heads import PerSkillHeadsActorCritic
@@ -186,7 +189,9 @@ def _cached_on_weights(cache: dict[str, tuple[tuple, Any]], name: str, params: A
     weight update (an optimiser step, sample-factory's ``load_state_dict``) bumps."""
     if torch.is_grad_enabled():
         return compute()
-    key = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in params)
+    # the autocast state too: under --precision bf16 the cached values are bfloat16
+    key = tuple((p._version, p.data_ptr(), p.device, p.dtype, torch.is_autocast_enabled(p.device.type))
+                for p in params)
     cached = cache.get(name)
     if cached is not None and cached[0] == key:
         return cached[1]
@@ -251,6 +256,7 @@ class CDGPT5Encoder(Encoder):
 
         self.fuse = nn.Sequential(nn.Linear(mc.crop_out + mc.stats_hidden + mc.msg_out, mc.out_size), act())
         self._weight_cache: dict[str, tuple[tuple, torch.Tensor]] = {}  # see _weights_only
+        self.compute_dtype = compute_dtype(cfg)  # --precision (rl_baseline.models.autocast)
         logger.info("CDGPT5 encoder: %d parameters, %d skills", sum(p.numel() for p in self.parameters()), self.num_skills)
 
     def get_out_size(self) -> int:
@@ -264,6 +270,13 @@ class CDGPT5Encoder(Encoder):
         return render_grid_torch(crop_chars, crop_colors, self.atlas)
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The features in float32; under ``--precision bf16`` computed under autocast to bfloat16."""
+        keep_frozen_weights_in(self, self.compute_dtype)  # an inference worker's copy (rl_baseline.models.autocast)
+        with autocast(self.compute_dtype, obs_dict["blstats"].device):
+            features = self._features(obs_dict)
+        return as_float32(features)
+
+    def _features(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         crop = self.crop_fc(self.crop_cnn[1:](self.cell_features(obs_dict["crop_chars"], obs_dict["crop_colors"])))
 
         skill = obs_dict["skill_onehot"].float()
@@ -471,11 +484,29 @@ class ReleaseEncoder(Encoder):
         self._weight_cache: dict[str, tuple[tuple, Any]] = {}  # see _padding_values
         self.msg_fc = nn.Sequential(nn.Linear(msg_out, 2 * h), nn.ReLU())
         self.out_size = mc.crop_fc + mc.stats_hidden + self.stats_in_size + 2 * h
+        self.compute_dtype = compute_dtype(cfg)  # --precision (rl_baseline.models.autocast)
+        self._atlas_cache: dict[tuple, torch.Tensor] = {}  # see _scaled_atlas
         logger.info("release encoder: %d parameters, %d skills, %d features", sum(p.numel() for p in self.parameters()),
                     self.num_skills, self.out_size)
 
     def get_out_size(self) -> int:
         return self.out_size
+
+    def release_default_layers(self) -> list[nn.Module]:
+        """The layers the release leaves at PyTorch's default initialisation (weights and biases).
+
+        Its sample-factory 1 actor-critic initialises layers whose type is exactly ``nn.Conv2d`` or
+        ``nn.Linear`` (orthogonal, zero bias). The crop CNN and its 1152 -> 512 layer sit in a module
+        scripted with ``torch.jit.script``, whose submodules are ``RecursiveScriptModule`` s, and the
+        message convolutions are ``nn.Conv1d``: neither matches, so they keep their default init."""
+        return ([m for m in self.crop_cnn if isinstance(m, nn.Conv2d)] + [self.crop_fc[0], self.msg_conv1]
+                + [m for m in self.msg_cnn if isinstance(m, nn.Conv1d)])
+
+    def restore_release_initialisation(self) -> None:
+        """Puts :meth:`release_default_layers` back to PyTorch's default initialisation, undoing
+        sample-factory 2's (which orthogonalises the crop layers and zeroes every bias)."""
+        for layer in self.release_default_layers():
+            layer.reset_parameters()
 
     def type_for_input_tensor(self, input_tensor_name: str) -> torch.dtype:
         return _input_type(input_tensor_name)
@@ -497,15 +528,35 @@ class ReleaseEncoder(Encoder):
 
     def pixels(self, crop_chars: torch.Tensor, crop_colors: torch.Tensor) -> torch.Tensor:
         """:meth:`render`'s image as the crop CNN reads it: float [B, 3, 72, 72] divided by 255, in
-        channels-last memory (the tiles are copied once into place; the convolutions run faster on it)."""
+        channels-last memory (the tiles are copied once into place; the convolutions run faster on it).
+
+        The tiles are read from the atlas already divided by 255, in the dtype the first convolution computes
+        in (bfloat16 under autocast, ``--precision bf16``: the values autocast would round the float32 image
+        to), so the image is written once, at half the size under bf16."""
         chars = torch.cat([torch.full_like(crop_chars[:, :1], _SPACE), crop_chars[:, :-1]], dim=1)
         colors = torch.cat([torch.zeros_like(crop_colors[:, :1]), crop_colors[:, :-1]], dim=1)
         b, h, w = chars.shape
-        tiles = self.atlas[(chars.long() & 255) * NUM_COLORS + (colors.long() & 15)]  # [B, H, W, cell, cell, 3]
-        image = tiles.permute(0, 1, 3, 2, 4, 5).reshape(b, h * CELL, w * CELL, 3).permute(0, 3, 1, 2)
-        return image.float() * (1.0 / 255.0)
+        kind = self.atlas.device.type
+        dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else torch.float32
+        tiles = self._scaled_atlas(dtype)[(chars.long() & 255) * NUM_COLORS + (colors.long() & 15)]  # [B,H,W,c,c,3]
+        return tiles.permute(0, 1, 3, 2, 4, 5).reshape(b, h * CELL, w * CELL, 3).permute(0, 3, 1, 2)
+
+    def _scaled_atlas(self, dtype: torch.dtype) -> torch.Tensor:
+        """The glyph atlas divided by 255 (float32 arithmetic, as the image was), then in ``dtype``; cached."""
+        key = (dtype, self.atlas.device)
+        cached = self._atlas_cache.get(key)
+        if cached is None:
+            cached = self._atlas_cache[key] = (self.atlas.float() * (1.0 / 255.0)).to(dtype)
+        return cached
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The features in float32; under ``--precision bf16`` computed under autocast to bfloat16."""
+        keep_frozen_weights_in(self, self.compute_dtype)  # an inference worker's copy (rl_baseline.models.autocast)
+        with autocast(self.compute_dtype, obs_dict["blstats"].device):
+            features = self._features(obs_dict)
+        return as_float32(features)
+
+    def _features(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         crop = self.crop_fc(self.crop_cnn(self.pixels(obs_dict["crop_chars"], obs_dict["crop_colors"])))
         stats_in = self.stats_input(obs_dict)
         stats = self.stats_mlp(stats_in)
@@ -704,26 +755,37 @@ def adapt_sf_cfg(cfg: Any, obs_space: Any) -> Any:
 
 def make_cdgpt5_actor_critic(cfg: Any, obs_space: Any, action_space: Any) -> Any:
     """sample-factory's default actor-critic, built with :func:`adapt_sf_cfg`'s settings; with
-    ``--policy_heads per_skill`` the ablation's one head per skill (:mod:`rl_baseline.models.skill_heads`)."""
+    ``--policy_heads per_skill`` the ablation's one head per skill (:mod:`rl_baseline.models.skill_heads`).
+    With the release's encoder, the layers the release never initialised itself keep PyTorch's default
+    initialisation (:meth:`ReleaseEncoder.release_default_layers`); every other layer is initialised as
+    sample-factory does (``--policy_initialization``, orthogonal by default, zero biases), as the release did."""
     cfg = adapt_sf_cfg(cfg, obs_space)
     if getattr(cfg, "policy_heads", "shared") == "per_skill":
         if not getattr(cfg, "actor_critic_share_weights", True):
             raise ValueError("--policy_heads per_skill is built on the shared-weights actor-critic: drop "
                              "--actor_critic_share_weights False")
-        return PerSkillHeadsActorCritic(global_model_factory(), obs_space, action_space, cfg)
-    return default_make_actor_critic_func(cfg, obs_space, action_space)
+        model = PerSkillHeadsActorCritic(global_model_factory(), obs_space, action_space, cfg)
+    else:
+        model = default_make_actor_critic_func(cfg, obs_space, action_space)
+    for module in model.modules():  # the release's initialisation (see ReleaseEncoder.release_default_layers)
+        if isinstance(module, ReleaseEncoder):
+            module.restore_release_initialisation()
+    return model
 
 
 def register_cdgpt5() -> None:
     """Makes sample-factory build :class:`CDGPT5Encoder` (or :class:`ReleaseEncoder`) models
     (safe to call repeatedly).
 
-    Registers the encoder factory and an actor-critic factory that adapts the
-    input preprocessing flags (see :func:`adapt_sf_cfg`); the recurrent core and the
-    heads are sample-factory's own.
+    Registers the encoder factory, an actor-critic factory that adapts the
+    input preprocessing flags (see :func:`adapt_sf_cfg`) and a core factory that runs
+    sample-factory's recurrent core under autocast with ``--precision bf16``
+    (:mod:`rl_baseline.models.autocast`); the core and the heads are sample-factory's own.
     """
     factory = global_model_factory()
     if factory.make_model_encoder_func is not make_cdgpt5_encoder:
         factory.register_encoder_factory(make_cdgpt5_encoder)
+    if factory.make_model_core_func is not make_core:  # sample-factory's core, under autocast with bf16
+        factory.register_model_core_factory(make_core)
     if factory.make_actor_critic_func is not make_cdgpt5_actor_critic:
         factory.register_actor_critic_factory(make_cdgpt5_actor_critic)

@@ -74,6 +74,7 @@ from code_generation.loader import module_path
 from common.cli import ScriptParser
 from common.flag_checks import TRAINING_SIZES, FlagError, at_least, check_training_sizes
 from common.llm import CODER_MODEL, BackendError
+from common.precision import PRECISIONS, PrecisionChoice, PrecisionError, resolve_precision
 from common.vocabulary import ALL_TASKS, EVAL_TASKS, NUM_SKILLS, SKILLS
 from rl_baseline.baselines.flags import (
     add_baseline_args,
@@ -291,6 +292,15 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                         "layer, which also runs its converted weights, see scripts/convert_release_policy.py) or "
                         "project (this repository's smaller CDGPT5 encoder); a saved experiment keeps its own, "
                         "and one saved without this flag is project")
+    g.add_argument("--precision", type=str, default="fp32", choices=PRECISIONS,
+                   help="arithmetic of the policy network's encoder and recurrent core in the learner and the "
+                        "inference workers: fp32 (the default, the release's), bf16 (torch.autocast to bfloat16; "
+                        "weights, optimizer state, heads, losses, V-trace and value targets stay float32; on a "
+                        "processor without avx512_bf16/amx_bf16, or a GPU without bfloat16, training exits with "
+                        "status 2 naming this flag, an evaluation falls back to fp32 with a note) or auto (bf16 on "
+                        "a CPU run whose processor has bfloat16 instructions, else fp32 with a one-line note; GPU "
+                        "runs keep fp32). The choice is logged when training starts and saved in config.json as "
+                        "compute_precision")
 
 
 def _translate_argv(argv: Sequence[str]) -> list[str]:
@@ -475,6 +485,8 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
     if getattr(cfg, "max_episode_steps", None) is None:
         cfg.max_episode_steps = MOTIF_EPISODE_STEPS if cfg.env == MOTIF_ENV else SKILL_EPISODE_STEPS
     cfg.eval_skill = getattr(cfg, "eval_skill", NO_TASK) or NO_TASK
+    choice = precision_choice(cfg)
+    cfg.compute_precision, cfg.precision_reason = choice.precision, choice.reason
     reward_type = getattr(cfg, "llm_reward_type", None)
     if reward_type in ONLINE_REWARD_TYPES:
         cfg.online_store_dir = os.path.join(cfg.train_dir, cfg.experiment, ONI_DIR)
@@ -497,6 +509,16 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
     if cfg.llm_reward == 0.0 and not cfg.reward_dirs:
         cfg.threshold_quantiles = []
     return cfg
+
+
+def precision_choice(cfg: Any) -> PrecisionChoice:
+    """The precision this machine runs ``--precision`` with (:func:`common.precision.resolve_precision`); a
+    ``bf16`` it cannot run is fp32 here, with the reason (:func:`check_flags` refuses it for training)."""
+    requested = getattr(cfg, "precision", "fp32") or "fp32"
+    try:
+        return resolve_precision(requested, getattr(cfg, "device", "cpu"))
+    except PrecisionError as exc:
+        return PrecisionChoice("fp32", f"fp32 instead of {requested}: {exc}")
 
 
 # ----------------------------------------------------------------------------- 3. validate
@@ -642,6 +664,11 @@ def check_flags(cfg: argparse.Namespace) -> None:
     except FlagError as exc:
         raise ConfigError(str(exc)) from exc
     check_meta_policy_flags(cfg)  # again: the saved experiment may have changed --env
+    if not cfg.evaluation:  # an evaluation runs the network with what this machine has (precision_choice)
+        try:
+            resolve_precision(getattr(cfg, "precision", "fp32") or "fp32", cfg.device)
+        except PrecisionError as exc:
+            raise ConfigError(str(exc)) from exc
     try:
         check_msg_max_keys(cfg.msg_max_keys)
     except RewardConfigError as exc:
@@ -767,6 +794,9 @@ def resolve_cfg(argv: Optional[Sequence[str]] = None, saved: bool = True, files:
     check_flags(cfg)
     cfg.reward_thresholds = check_files(cfg) if files else None
     cfg.resolved = bool(saved and files)
+    if cfg.resolved:  # a run's banner line (a bare parse, for a plan or a tool, stays quiet)
+        fell_back = cfg.compute_precision != cfg.precision and cfg.precision != "auto"
+        (logger.warning if fell_back else logger.info)("precision: %s", cfg.precision_reason)
     return cfg
 
 

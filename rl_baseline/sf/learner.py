@@ -6,7 +6,10 @@ Subclasses only (sample-factory itself is never modified):
   Python numbers; sample-factory stores the best-model score as ``numpy.float64``), and
   resumes through :func:`rl_baseline.sf.checkpoints.load_newest`: the newest readable
   checkpoint, a warning for each skipped file, an error (never a silent fresh start) when
-  checkpoints exist but none can be read;
+  checkpoints exist but none can be read; it normalises the advantages as the release did,
+  dividing by ``max(std, 1e-3)`` (:data:`ADVANTAGE_STD_FLOOR`) where sample-factory 2.1.1 divides by
+  ``max(std, 1e-7)``: a minibatch of nearly equal advantages (nearly all-zero rewards) keeps its small
+  advantages instead of having its noise scaled up to unit size;
 * :class:`MaestroLearnerWorker` hosts that learner; :class:`MaestroParallelRunner` and
   :class:`MaestroSerialRunner` create that worker. They live at module level so that
   sample-factory's spawned learner process can unpickle them.
@@ -33,6 +36,17 @@ from common.atomic_io import atomic_write
 from common.torch_files import plain_numbers
 from rl_baseline.sf.checkpoints import list_checkpoints, load_newest
 
+#: the release's floor on the advantages' standard deviation when it normalises them (its learner's
+#: ``max(1e-3, adv_std)``); sample-factory 2.1.1 uses :data:`SF_ADVANTAGE_STD_FLOOR`
+ADVANTAGE_STD_FLOOR = 1e-3
+SF_ADVANTAGE_STD_FLOOR = 1e-7
+
+
+def release_normalised_advantages(sf_normalised: torch.Tensor, adv_std: torch.Tensor) -> torch.Tensor:
+    """sample-factory's normalised advantages, ``(adv - mean) / max(std, 1e-7)``, as the release's,
+    ``(adv - mean) / max(std, 1e-3)``."""
+    return sf_normalised * (torch.clamp_min(adv_std, SF_ADVANTAGE_STD_FLOOR) / torch.clamp_min(adv_std, ADVANTAGE_STD_FLOOR))
+
 
 class MaestroLearner(Learner):
     # files found unreadable at resume: reported, and never removed by checkpoint rotation
@@ -48,6 +62,19 @@ class MaestroLearner(Learner):
         log.info("loading %s", loaded.path)
         self._load_state(loaded.state, load_progress=load_progress)
 
+    def _calculate_losses(self, mb: AttrDict, num_invalids: int) -> tuple:
+        # sample-factory computes the advantages and the losses in one method; below the release's floor the
+        # policy loss is computed again on the release's advantages (the other losses do not read them)
+        dist, policy_loss, exploration_loss, kl_old, kl_loss, value_loss, summaries = super()._calculate_losses(
+            mb, num_invalids)
+        adv_std = summaries["adv_std"]
+        if float(adv_std) < ADVANTAGE_STD_FLOOR:
+            adv = release_normalised_advantages(summaries["adv"], adv_std)
+            policy_loss = self._policy_loss(summaries["ratio"], adv, summaries["clip_ratio_low"],
+                                            summaries["clip_ratio_high"], mb.valids, num_invalids)
+            summaries["adv"] = adv
+        return dist, policy_loss, exploration_loss, kl_old, kl_loss, value_loss, summaries
+
     def _record_summaries(self, train_loop_vars: Any) -> Any:
         # sample-factory 2.1.1 reads the GAE advantages of the minibatch for its adv_min/adv_max
         # summaries, which do not exist with --with_vtrace True (the release's estimator) and would
@@ -59,7 +86,7 @@ class MaestroLearner(Learner):
             if adv is None:
                 patched.advantages = torch.zeros(1)
             else:
-                scale = torch.clamp_min(train_loop_vars.adv_std, 1e-7)
+                scale = torch.clamp_min(train_loop_vars.adv_std, ADVANTAGE_STD_FLOOR)  # as _calculate_losses
                 patched.advantages = adv.detach() * scale + train_loop_vars.adv_mean
             train_loop_vars.mb = patched
         return super()._record_summaries(train_loop_vars)
