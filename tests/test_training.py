@@ -313,8 +313,8 @@ def test_motif_command_line_is_single_skill():
 def test_motif_task_reward_and_continual_variant():
     """Motif's staircase tasks: success is a step that shows "You descend the stairs." and arrives on the
     task's dungeon level (a trapdoor's fall does not count); it pays 50; the Continual variant pays once and
-    goes on; the score task keeps the game's reward and reports the in-game score as true_objective."""
-    from rl_baseline.baselines.motif_tasks import DESCEND_MESSAGE, TASK_REWARD, MotifTaskReward
+    goes on; the score task keeps the game's reward (plus Motif's time penalty) and reports the in-game score as true_objective."""
+    from rl_baseline.baselines.motif_tasks import DESCEND_MESSAGE, TASK_REWARD, TIME_PENALTY, MotifTaskReward
 
     class Levels(gym.Env):
         def __init__(self, steps):
@@ -359,7 +359,8 @@ def test_motif_task_reward_and_continual_variant():
     score = MotifTaskReward(Levels(script), "NetHackScore-v1")
     score.reset()
     _, reward, _, _, info = score.step(0)
-    assert reward == 5.0 and info["true_objective"] == 20.0
+    # the game's reward plus Motif's time penalty: this made-up game's clock (blstats[20]) never moves
+    assert reward == pytest.approx(5.0 + TIME_PENALTY) and info["true_objective"] == 20.0
     with pytest.raises(ValueError, match="unknown root env"):
         MotifTaskReward(Levels(script), "NetHackOracleContinual-v1")  # not one of Motif's environments
 
