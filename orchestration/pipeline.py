@@ -89,7 +89,7 @@ PRESETS: dict[str, dict] = {
                   num_envs_per_worker=8, skill_report_episodes=3),
     # the composition run on 2 CPU cores: the release's 10,000-step training episodes (with 1,000-step ones the
     # training policy's 500 discoverer turns filled most episodes and the descender hardly ran), 10M env steps
-    # of skill training (about 2 hours at 1,500 env steps/s), the nine tasks under the release's protocol at a
+    # of skill training (about 3 hours at the ~950 env steps/s of bf16 at smoke settings), the nine tasks under the release's protocol at a
     # CPU budget of 300k env steps each, and the skill report on 40 episodes of at most 1,000 steps (the games
     # of the earlier reports; a held skill from the first turn)
     "learn": dict(out_dir="train_dir/pipeline_learn", num_pairs=2000, reward_epochs=10,
