@@ -72,6 +72,9 @@ class PipelineConfig:
     # scripts.main --precision of the training runs (common.precision): fp32 (the release's, the paper preset's)
     # or auto (the CPU presets: bf16 autocast where the processor has bfloat16 instructions, else fp32)
     precision: str = "fp32"
+    # scripts.main --discoverer_turns: the training policy's discoverer budget in game turns; 0 keeps the
+    # policy's own (the release's 500). The learn preset's 100 is a named deviation for CPU-scale lives.
+    discoverer_turns: int = 0
     seed: int = 2
     save_every_steps: int = 0
     # sample-factory's best-model save (its defaults: after 100k env steps, checked every 5 s).
@@ -199,6 +202,8 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
     if cfg.rollout:
         args += ["--rollout", str(cfg.rollout)]
     args += precision_args(cfg)
+    if cfg.discoverer_turns:
+        args += ["--discoverer_turns", str(cfg.discoverer_turns)]
     args += [
         "--reward_scale", "0.1", "--obs_scale", "255.0",
         "--max_episode_steps", str(cfg.max_episode_steps),

@@ -132,3 +132,43 @@ def test_shipped_policy_gives_merchant_and_worshipper_twenty_times_the_discovere
     assert policy.should_terminate("discoverer", steps - 1, 2, 2, none) is False
     assert policy.should_terminate("discoverer", steps, 2, 2, none) is True
     assert policy.num_errors == 0
+
+
+def test_discoverer_turns_override_sets_the_training_policys_budget_and_nothing_else():
+    """``--discoverer_turns`` (a named deviation for CPU-scale lives): the discoverer runs for the given game
+    turns, the merchant and worshipper keep the module's budgets, and the module's own 500 stays the default."""
+
+    def play(discoverer_turns):
+        config = meta_policy.MetaPolicyConfig(discoverer_turns=discoverer_turns)
+        env = SkillRuntime(StairsGame(3000), lambda: meta_policy.load("exploration", 42, config=config),
+                           IntrinsicReward([], [], llm_coef=0.0),
+                           observation_fn=lambda obs, skill_id, n: {}, observation_space=gym.spaces.Dict({}))
+        _, info = env.reset()
+        trace, done = [], False
+        while not done:
+            skill = info["skill"]
+            _, _, term, trunc, info = env.step({"descender": 1, "ascender": 2}.get(skill, 0))
+            trace.append((skill, int(info["depth"])))
+            done = term or trunc
+        assert env.meta_policy.num_errors == 0
+        return env.meta_policy, _runs(trace, "discoverer")
+
+    policy, runs = play(None)
+    assert runs and set(runs) == {500}
+    policy, runs = play(100)
+    assert len(runs) >= 5 and set(runs) == {100}
+    none = [False, False]
+    assert policy.should_terminate("merchant", 10_000 - 1, 2, 2, none) is False
+    assert policy.should_terminate("merchant", 10_000, 2, 2, none) is True
+
+
+def test_discoverer_turns_is_for_training_only():
+    from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, parse_cfg
+
+    assert SkillEnvConfig.from_cfg(parse_cfg([])).discoverer_turns is None
+    assert SkillEnvConfig.from_cfg(parse_cfg(["--discoverer_turns", "100"])).discoverer_turns == 100
+    # an evaluation loads the trained run's config.json: the task's own policy keeps its budgets
+    evaluation = parse_cfg(["--discoverer_turns", "100", "--evaluation", "True", "--eval_target", "gnomish"])
+    assert SkillEnvConfig.from_cfg(evaluation).discoverer_turns is None
+    with pytest.raises(ConfigError, match="--discoverer_turns 0"):
+        parse_cfg(["--discoverer_turns", "0"])

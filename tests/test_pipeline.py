@@ -73,6 +73,12 @@ def test_learn_preset_trains_with_the_releases_episodes_and_evaluates_with_its_p
     parsed = {p.name: parse(p) for p in build_plan(cfg) if p.module in ("scripts.main", "scripts.skill_report")}
     train = parsed["train/skills"]
     assert train.max_episode_steps == 10_000 and train.train_for_env_steps >= 10_000_000
+    # the named deviation: the training policy's discoverer runs 100 game turns, not the release's 500; the
+    # paper preset and the small ones keep the policy's own
+    assert train.discoverer_turns == 100
+    for preset in ("paper", "smoke"):
+        other = next(parse(p) for p in build_plan(make_config(preset)) if p.name == "train/skills")
+        assert other.discoverer_turns is None, preset
     evals = [parsed[f"eval/{t}"] for t in EVAL_TASKS]
     assert all(e.eval_protocol == "release" and e.eval_env_steps == 300_000 and e.max_episode_steps == 10_000
                for e in evals)

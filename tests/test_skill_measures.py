@@ -167,6 +167,38 @@ def test_descender_measures_tell_finding_the_stairs_from_reaching_them_from_goin
         env.close()
 
 
+def test_progress_stairs_reward_pays_the_first_arrival_on_each_levels_staircase_once():
+    """--progress_stairs_reward 0.5 with --progress_scale 100 for the descender (live game, wizard mode): the
+    first arrival on the level's '>' pays 50, standing there, leaving and coming back pay nothing, the descent
+    pays 100."""
+    reward = IntrinsicReward([], [], beta=3.0, llm_coef=1.0, extrinsic_coef=0.0)
+    game_env = make_monk_env(wizard=True, final_death=True, max_episode_steps=400)
+    env = SkillRuntime(game_env, lambda: SingleSkillPolicy("descender"), reward, skill_reward="progress",
+                       progress_scales=(1.0, 100.0, 100.0, 1.0, 1.0), progress_stairs_reward=0.5)
+    try:
+        _reset(env, 5)
+        game = env.unwrapped
+        game.wizard_keys(bytes([WIZARD_KEYS["wizmap"]]))  # the whole level mapped: '>' on the map
+        _, _, _, _, info = env.step(action_index("search"))
+        assert info["intrinsic_reward"] == 0.0
+        game.wizard_keys(b"\x14>.")  # teleport onto the staircase down
+        paid = [env.step(action_index("search"))[4]["intrinsic_reward"] for _ in range(2)]
+        assert paid == [50.0, 0.0]
+        for move in MOVES:  # off the stairs and back: the level was paid already
+            _, _, _, _, info = env.step(action_index(move))
+            if info["intrinsic_reward"] == 0.0 and "You" not in str(info.get("message", "")):
+                _, _, _, _, info = env.step(action_index(BACK[move]))
+                assert info["intrinsic_reward"] == 0.0
+                break
+        game.wizard_keys(b"\x14>.")
+        env.step(action_index("search"))
+        _, _, _, _, info = env.step(action_index("down"))
+        assert info["depth"] == 2 and info["intrinsic_reward"] == 100.0
+        assert len(env.stats.measures.stairs_levels_reached) == 1
+    finally:
+        env.close()
+
+
 def test_forced_skill_episodes_are_the_same_games_on_every_run():
     from rl_baseline.sf.policy import UniformRandomPolicy
     from rl_baseline.sf.skill_eval import run_skill_episodes

@@ -126,14 +126,15 @@ def one_hot_obs(nle_obs: dict, skill_id: int, num_skills: int) -> dict:
     return {"obs": nle_obs["chars"][:2, :2].astype(np.float32), "skill": onehot}
 
 
-def make_runtime(meta=None, reward_timing: str = "after_action", skill_reward: str = "llm"
-                 ) -> tuple[SkillRuntime, ScriptedMetaPolicy]:
+def make_runtime(meta=None, reward_timing: str = "after_action", skill_reward: str = "llm",
+                 progress_scales: tuple[float, ...] = ()) -> tuple[SkillRuntime, ScriptedMetaPolicy]:
     meta = meta or ScriptedMetaPolicy()
     models = [LengthModel(1.0 + i) for i in range(len(SKILLS))]
     reward = IntrinsicReward(models, [1.0] * len(SKILLS), beta=1.0, llm_coef=0.1, extrinsic_coef=0.5,
                              cache=ScoreCache())
     env = SkillRuntime(ScriptedNLE(), lambda: meta, reward, num_skills=len(SKILLS), observation_fn=one_hot_obs,
-                       observation_space=gym.spaces.Dict({}), reward_timing=reward_timing, skill_reward=skill_reward)
+                       observation_space=gym.spaces.Dict({}), reward_timing=reward_timing, skill_reward=skill_reward,
+                       progress_scales=progress_scales)
     return env, meta
 
 
@@ -185,6 +186,35 @@ def test_progress_reward_pays_each_skill_its_own_measure():
     assert intrinsics[3:5] == [0.0, 1.0]  # the descender: nothing, then the step that went down
     assert intrinsics[5:] == [1.0, 0.0]  # the merchant's sale
     assert info["episode_extra_stats"]["intrinsic/descender_return"] == 1.0
+
+
+def test_progress_scale_weighs_each_skills_measure():
+    """--progress_scale: the descender's level is paid as 50 cells, the discoverer's cells and the merchant's sale
+    as before (a fair bound where a skill's measure comes in units far rarer than another's)."""
+    env, _ = make_runtime(skill_reward="progress", progress_scales=(1.0, 50.0, 50.0, 1.0, 2.0))
+    skills, intrinsics, info = _play(env)
+    assert skills == [0, 0, 1, 1, 4, 4, 4]
+    assert intrinsics == [21.0, 21.0, 21.0, 0.0, 50.0, 2.0, 0.0]
+    assert info["episode_extra_stats"]["intrinsic/descender_return"] == 50.0
+
+
+def test_progress_scale_flag_is_checked_and_reaches_the_environment():
+    from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, resolve_cfg
+
+    cfg = resolve_cfg(["--skill_reward", "progress", "--progress_scale", "[1, 50, 50, 1, 1]"], saved=False)
+    assert SkillEnvConfig.from_cfg(cfg).progress_scales == (1.0, 50.0, 50.0, 1.0, 1.0)
+    cfg = resolve_cfg(["--skill_reward", "progress", "--progress_scale", "3"], saved=False)
+    assert SkillEnvConfig.from_cfg(cfg).progress_scales == (3.0,) * 5
+    cfg = resolve_cfg(["--skill_reward", "progress", "--progress_stairs_reward", "0.5"], saved=False)
+    assert SkillEnvConfig.from_cfg(cfg).progress_stairs_reward == 0.5
+    for argv, match in ((["--skill_reward", "progress", "--progress_scale", "[1, 2]"], "2 values for 5 skills"),
+                        (["--skill_reward", "progress", "--progress_scale", "-1"], "negative"),
+                        (["--skill_reward", "progress", "--progress_scale", "many"], "expected numbers"),
+                        (["--progress_scale", "2"], "needs --skill_reward progress"),
+                        (["--progress_stairs_reward", "0.5"], "needs --skill_reward progress"),
+                        (["--skill_reward", "progress", "--progress_stairs_reward", "-1"], "non-negative")):
+        with pytest.raises(ConfigError, match=match):
+            resolve_cfg(argv, saved=False)
 
 
 # ----------------------------------------------------------------------------- runtime unit tests

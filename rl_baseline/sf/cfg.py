@@ -64,6 +64,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -193,6 +194,15 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                         "for the descender, per level ascended for the ascender, per item whose curse status "
                         "an altar showed for the worshipper, per item sold for the merchant; times --llm_reward; "
                         "no reward model needed)")
+    g.add_argument("--progress_scale", type=str, default="1.0",
+                   help="--skill_reward progress only: each skill's progress reward multiplied by this (list in "
+                        "the order of the skills, or one value for every skill), before --llm_reward; e.g. "
+                        "\"[1, 50, 50, 1, 1]\" pays a level descended or ascended as much as 50 cells revealed")
+    g.add_argument("--progress_stairs_reward", type=float, default=0.0,
+                   help="--skill_reward progress only: the descender is also paid this much (in levels, before "
+                        "--progress_scale) for its first arrival on each level's down staircase, the step before "
+                        "the descent a language model's label would already prefer (\"There is a staircase down "
+                        "here.\"); 0 pays descents only")
     g.add_argument("--skill_reward_timing", type=str, default="release", choices=REWARD_TIMINGS,
                    help="which observation a step's skill reward scores: release (as the authors' learner: the "
                         "observation the action was chosen on, by the model of the skill it carries, so an "
@@ -209,6 +219,11 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                         f"-- NLE's default, as in Motif -- for {MOTIF_ENV})")
     g.add_argument("--code_seed", type=int, default=42,
                    help="meta-policy variant: rl_baseline/meta_policies/{task}/seed{code_seed}; -1 means none")
+    g.add_argument("--discoverer_turns", type=int, default=None,
+                   help="training only: the training policy's discoverer budget in game turns, set after its "
+                        "set_initial_values (default: the policy's own, 500 in the release's). A named deviation "
+                        "for CPU-scale lives, which end near 500 steps (docs/results.md); ignored with "
+                        "--evaluation True, where the task's own policy keeps its budgets")
     g.add_argument("--meta_policy_root", type=str, default=None,
                    help="directory holding {task}/seed{N}/execution.py (default: rl_baseline/meta_policies)")
     g.add_argument("--root_env", type=str, default="NetHackScore-v1",
@@ -360,6 +375,22 @@ def parse_reward_dirs(value: Any) -> list[str]:
     return [str(v) for v in parse_list_flag(value, "--reward_dir")]
 
 
+def parse_progress_scales(value: Any, num_skills: int) -> list[float]:
+    """``--progress_scale``: one non-negative factor per skill; a single value applies to every skill."""
+    items = parse_list_flag(value, "--progress_scale")
+    try:
+        scales = [float(v) for v in items]
+    except (TypeError, ValueError):
+        raise ConfigError(f"--progress_scale: expected numbers, got {value!r}") from None
+    if len(scales) == 1:
+        scales = scales * num_skills
+    if len(scales) != num_skills:
+        raise ConfigError(f"--progress_scale lists {len(scales)} values for {num_skills} skills")
+    if any(not math.isfinite(v) or v < 0 for v in scales):
+        raise ConfigError(f"--progress_scale: {value!r} holds a negative or non-finite factor")
+    return scales
+
+
 def parse_quantiles(value: Any, num_skills: int) -> list[float]:
     """Quantile list; a single value applies to every skill."""
     items = parse_list_flag(value, "--eps_threshold_quantile")
@@ -498,6 +529,16 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
     else:
         cfg.online_store_dir = None
     derive_baseline_cfg(cfg)
+    cfg.progress_scales = parse_progress_scales(getattr(cfg, "progress_scale", "1.0"), cfg.num_skills)
+    if getattr(cfg, "skill_reward", "llm") != "progress" and any(v != 1.0 for v in cfg.progress_scales):
+        raise ConfigError("--progress_scale weighs the privileged diagnostic's measures: it needs "
+                          "--skill_reward progress")
+    stairs = float(getattr(cfg, "progress_stairs_reward", 0.0))
+    if not math.isfinite(stairs) or stairs < 0:
+        raise ConfigError(f"--progress_stairs_reward {stairs}: a non-negative number of levels")
+    if stairs and getattr(cfg, "skill_reward", "llm") != "progress":
+        raise ConfigError("--progress_stairs_reward pays the privileged diagnostic's descender: it needs "
+                          "--skill_reward progress")
     if (reward_type in ONLINE_REWARD_TYPES or reward_type in ("none", "embedding")
             or getattr(cfg, "skill_reward", "llm") == "progress"):
         cfg.reward_dirs, cfg.threshold_quantiles = [], []  # progress: the skills' own measures, no model
@@ -556,6 +597,8 @@ def check_command_line(cfg: argparse.Namespace) -> None:
 
     if cfg.env not in (SKILL_ENV, MOTIF_ENV):
         raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
+    if getattr(cfg, "discoverer_turns", None) is not None and cfg.discoverer_turns < 1:
+        raise ConfigError(f"--discoverer_turns {cfg.discoverer_turns}: a budget of at least 1 game turn")
     if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
         raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
     if getattr(cfg, "reward_encoder", None) is not None:
@@ -885,11 +928,17 @@ class SkillEnvConfig:
     task: Optional[str] = "exploration"
     code_seed: int = 42
     meta_policy_root: Optional[str] = None
+    # training only: the training policy's discoverer budget in game turns (None: the policy's own)
+    discoverer_turns: Optional[int] = None
     reward_dirs: tuple[str, ...] = ()
     quantiles: tuple[float, ...] = ()
     beta: float = 3.0
     msg_max_keys: int = MSG_MAX_KEYS
     skill_reward: str = "llm"
+    # --skill_reward progress: each skill's factor on its progress measure (empty: 1 for every skill)
+    progress_scales: tuple[float, ...] = ()
+    # --skill_reward progress: the descender's pay for its first arrival on a level's down staircase, in levels
+    progress_stairs_reward: float = 0.0
     reward_timing: str = "release"
     llm_reward: float = 0.1
     extrinsic_reward: float = 0.0
@@ -931,11 +980,15 @@ class SkillEnvConfig:
             task=meta_policy_task(cfg) if uses_meta_policy(cfg) else None,
             code_seed=int(cfg.code_seed),
             meta_policy_root=cfg.meta_policy_root,
+            discoverer_turns=(None if cfg.evaluation or getattr(cfg, "discoverer_turns", None) is None
+                              else int(cfg.discoverer_turns)),
             reward_dirs=tuple(cfg.reward_dirs),
             quantiles=tuple(cfg.threshold_quantiles),
             beta=float(cfg.beta_count_exponent),
             msg_max_keys=int(cfg.msg_max_keys),
             skill_reward=str(getattr(cfg, "skill_reward", "llm")),
+            progress_scales=tuple(getattr(cfg, "progress_scales", ())),
+            progress_stairs_reward=float(getattr(cfg, "progress_stairs_reward", 0.0)),
             reward_timing=str(getattr(cfg, "skill_reward_timing", "release")),
             llm_reward=float(cfg.llm_reward),
             extrinsic_reward=float(cfg.extrinsic_reward),

@@ -31,7 +31,7 @@ from rl_baseline.baselines.task_reward import TaskSuccessReward
 from rl_baseline.envs import make_monk_env
 from rl_baseline.sf.cfg import MOTIF_ENV, ONI_ENVS, SKILL_ENV, SkillEnvConfig
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, build_intrinsic_reward
-from rl_baseline.skills.meta_policy import load
+from rl_baseline.skills.meta_policy import MetaPolicyConfig, load
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
 
 logger = logging.getLogger(__name__)
@@ -114,11 +114,14 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
         factory = functools.partial(make_llm_meta_policy, config.task, config.code_seed, config.meta_policy_root,
                                     config.meta_llm)
     elif config.task is not None:
-        factory = functools.partial(load, config.task, config.code_seed, config.meta_policy_root)
+        factory = functools.partial(load, config.task, config.code_seed, config.meta_policy_root,
+                                    MetaPolicyConfig(discoverer_turns=config.discoverer_turns))
     else:
         factory = SingleSkillPolicy
     return SkillRuntime(env, factory, reward, num_skills=config.num_skills, training_seed=config.training_seed,
-                        reward_timing=config.reward_timing, skill_reward=config.skill_reward)
+                        reward_timing=config.reward_timing, skill_reward=config.skill_reward,
+                        progress_scales=config.progress_scales,
+                        progress_stairs_reward=config.progress_stairs_reward)
 
 
 def make_sf_env(full_env_name: str, cfg: Any, env_config: Any = None, render_mode: Optional[str] = None) -> gym.Env:

@@ -99,6 +99,10 @@ class MetaPolicyConfig:
 
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S  # 0 disables the time bound
     max_logged_errors: int = 20  # then errors are only counted
+    # the discoverer's time budget in game turns, set on the player after ``set_initial_values()``
+    # (None: the module's own, 500 in the release's training policy). A named deviation for
+    # CPU-scale lives (``--discoverer_turns``, docs/results.md): the other budgets stay the module's.
+    discoverer_turns: int | None = None
 
 
 def load(task: str, seed: int, root: str | Path | None = None,
@@ -167,6 +171,9 @@ class MetaPolicy:
         self.player = player if ok else None
         if self.player is not None:
             self._call("set_initial_values", self.player.set_initial_values)
+            if self.config.discoverer_turns is not None:
+                self._call("discoverer_skill_steps", _set_attr, self.player, "discoverer_skill_steps",
+                           int(self.config.discoverer_turns))
 
     @property
     def initial_skill(self) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -249,6 +249,8 @@ class SkillRuntime(gym.Wrapper):
         training_seed: Optional[int] = None,
         reward_timing: str = "release",
         skill_reward: str = "llm",
+        progress_scales: Sequence[float] = (),
+        progress_stairs_reward: float = 0.0,
     ) -> None:
         super().__init__(env)
         if reward_timing not in REWARD_TIMINGS:
@@ -257,6 +259,9 @@ class SkillRuntime(gym.Wrapper):
             raise ValueError(f"skill_reward must be one of {SKILL_REWARDS}, got {skill_reward!r}")
         self.reward_timing = reward_timing
         self.skill_reward = skill_reward
+        # skill_reward="progress": each skill's factor on its measure (--progress_scale); 1 where not given
+        self.progress_scales = tuple(float(v) for v in progress_scales)
+        self.progress_stairs_reward = float(progress_stairs_reward)
         # release timing: (skill id, message bytes, depth change, arrived by the stairs) of the observation
         # the next action is chosen on, scored when that action's step comes back
         self._scored_next: tuple[int, bytes, int, bool] = (0, b"", 0, False)
@@ -403,9 +408,15 @@ class SkillRuntime(gym.Wrapper):
         depth_change = clip_depth_change(depth - self.skill_start_depth)
         descended = DESCENT_MESSAGE in msg and depth > self.stats.last_depth
         if self.skill_reward == "progress":
-            before = self.stats.measures.progress(self.skill_names[active])
+            measures = self.stats.measures
+            before = measures.progress(self.skill_names[active])
+            stairs_before = len(measures.stairs_levels_reached)
             self._count_events(obs, info, msg, depth, active)
-            intrinsic = self.stats.measures.progress(self.skill_names[active]) - before
+            intrinsic = measures.progress(self.skill_names[active]) - before
+            # the descender's first arrival on each level's down staircase, in levels (--progress_stairs_reward)
+            intrinsic += self.progress_stairs_reward * (len(measures.stairs_levels_reached) - stairs_before)
+            if active < len(self.progress_scales):
+                intrinsic *= self.progress_scales[active]
             scored_descent = descended
         else:
             if self.reward_timing == "release":

@@ -126,6 +126,9 @@ class SkillMeasures:
         self._down_stairs: dict[tuple[int, int], set[tuple[int, int]]] = {}  # level -> (row, col) of '>'
         self._descender_steps_knowing = 0
         self._on_stairs = False
+        # levels whose down staircase the descender has stood on (the first arrival of each level counts once:
+        # the progress diagnostic's optional stairs reward, --progress_stairs_reward, cannot be farmed)
+        self.stairs_levels_reached: set[tuple[int, int]] = set()
         self._level: Optional[tuple[int, int]] = None
         self._depth: Optional[int] = None
         if info is not None and chars is not None:
@@ -181,6 +184,8 @@ class SkillMeasures:
                 on_stairs = any(chars[pos] == HERO_CHAR for pos in stairs)
             if on_stairs and not self._on_stairs:
                 c["down_stairs_reached"] += 1
+            if on_stairs:
+                self.stairs_levels_reached.add(level)
             self._on_stairs = on_stairs
         else:
             self._on_stairs = False
