@@ -79,9 +79,9 @@ class StairsGame(gym.Env):
         return self._obs(), 0.0, self.turn >= self.turns, False, self._info()
 
 
-def _play(task: str, turns: int) -> list[tuple[str, int]]:
+def _play(task: str, turns: int, config: meta_policy.MetaPolicyConfig | None = None) -> list[tuple[str, int]]:
     """(skill active during the turn, depth after it) for every turn of one stand-in game."""
-    env = SkillRuntime(StairsGame(turns), lambda: meta_policy.load(task, 42),
+    env = SkillRuntime(StairsGame(turns), lambda: meta_policy.load(task, 42, config=config),
                        IntrinsicReward([], [], llm_coef=0.0),
                        observation_fn=lambda obs, skill_id, n: {}, observation_space=gym.spaces.Dict({}))
     _, info = env.reset()
@@ -140,18 +140,7 @@ def test_discoverer_turns_override_sets_the_training_policys_budget_and_nothing_
 
     def play(discoverer_turns):
         config = meta_policy.MetaPolicyConfig(discoverer_turns=discoverer_turns)
-        env = SkillRuntime(StairsGame(3000), lambda: meta_policy.load("exploration", 42, config=config),
-                           IntrinsicReward([], [], llm_coef=0.0),
-                           observation_fn=lambda obs, skill_id, n: {}, observation_space=gym.spaces.Dict({}))
-        _, info = env.reset()
-        trace, done = [], False
-        while not done:
-            skill = info["skill"]
-            _, _, term, trunc, info = env.step({"descender": 1, "ascender": 2}.get(skill, 0))
-            trace.append((skill, int(info["depth"])))
-            done = term or trunc
-        assert env.meta_policy.num_errors == 0
-        return env.meta_policy, _runs(trace, "discoverer")
+        return meta_policy.load("exploration", 42, config=config), _runs(_play("exploration", 3000, config), "discoverer")
 
     policy, runs = play(None)
     assert runs and set(runs) == {500}
