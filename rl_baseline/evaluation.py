@@ -256,6 +256,23 @@ def release_section(task: str, episodes: Sequence[EpisodeResult], stats_avg: int
     return section, win.indices
 
 
+def depth_section(episodes: Sequence[EpisodeResult]) -> dict:
+    """Where the episodes got to (from the release tracker, which follows every step of every task): the
+    deepest level's mean and distribution, the share that entered the Gnomish Mines, stair descents per
+    episode. A navigation task that scores 0 is read here: how many episodes got near its level at all."""
+    records = [e.release for e in episodes if e.release is not None and "max_depth" in e.release]
+    if not records:
+        return {"episodes": 0}
+    deepest = [int(r["max_depth"]) for r in records]
+    return {
+        "episodes": len(records),
+        "mean_max_depth": float(np.mean(deepest)),
+        "max_depth_counts": {str(d): deepest.count(d) for d in sorted(set(deepest))},
+        "entered_mines_rate": float(np.mean([bool(r["entered_mines"]) for r in records])),
+        "descents_per_episode": float(np.mean([int(r["descents"]) for r in records])),
+    }
+
+
 def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_names: tuple[str, ...],
               protocol: str = "project", stats_avg: int = 1000, run: Optional[RunResult] = None) -> dict:
     """The evaluation summary (the JSON's content, see the module docstring).
@@ -280,6 +297,7 @@ def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_name
         success_rate, mean_count = project["success_rate"], project["mean_count"]
         shown = list(episodes)
     lengths = [e.length for e in shown]
+    depth = depth_section(shown)
     shares = {s: float(np.mean([e.skill_share.get(s, 0.0) for e in shown])) if shown else 0.0 for s in skill_names}
     summary = {
         "task": task,
@@ -294,6 +312,7 @@ def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_name
         "episode_lengths": lengths,
         "mean_length": float(np.mean(lengths)) if lengths else math.nan,
         "skill_time_share": shares,
+        "depth": depth,
         "release": release,
         "project": project,
         "per_episode": [_episode_dict(e, i in in_window) for i, e in enumerate(episodes)],

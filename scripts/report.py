@@ -14,7 +14,9 @@ validation accuracy per skill, and the training curves ``curves_intrinsic_return
 (``measures/{skill}/{measure}``), the meta-policy errors of each evaluation (with a warning
 naming the tasks whose generated meta-policy raised), the first-against-last window table of each training
 run (``--window``) and, when an experiment has a
-``skill_report.md`` (:mod:`scripts.skill_report`), its forced-skill evaluation table and plot.
+``skill_report.md`` (:mod:`scripts.skill_report`), its forced-skill evaluation table and plot. The
+reference evaluations of ``scripts.main --eval_policy untrained|random`` (``eval_untrained/``,
+``eval_random/`` beside ``eval/``) are columns of their own, never the method's.
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ from orchestration.report import DEFAULT_WINDOW, ReportError, build_report
 def build_parser() -> argparse.ArgumentParser:
     p = ScriptParser(
         prog="python -m scripts.report",
-        description="Collect */eval/*_seed*.json, sample-factory summaries / skill_stats.json, "
+        description="Collect */eval/*_seed*.json (and the references of --eval_policy untrained/random in "
+                    "*/eval_untrained/, */eval_random/, each a column of its own), sample-factory summaries / skill_stats.json, "
                     "*/skill_report.md and */reward_metrics/metrics.csv below the given folders into "
                     "results.md and PNG plots.",
     )

@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", action="append", default=[], metavar="DIR",
                    help="another experiment folder whose same tags are shown beside --policy_dir's (repeatable; "
                         "its own windows, from its own length)")
+    p.add_argument("--until", type=int, default=None, metavar="ENV_STEPS",
+                   help="read every run as if it had stopped at this many env steps (summaries written later are "
+                        "left out, of the tables and the plot): runs of different lengths compared at one budget")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw the tags over training, one panel per tag and one curve per run, into this PNG")
     return p
@@ -62,6 +65,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if args.window < 1:
         return error(f"--window must be at least 1, got {args.window}")
+    if args.until is not None and args.until < 1:
+        return error(f"--until must be at least 1 env step, got {args.until}")
     asked = [t for t in (args.tags or "").split(",") if t]
     if args.plot and not args.plot.lower().endswith(".png"):
         return error(f"--plot {args.plot}: expected a .png path")
@@ -72,7 +77,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         scalars = read_tensorboard_scalars(folder, prefixes)
         if not scalars:
             return error(f"{flag} {folder}: no tensorboard summaries with the prefixes {', '.join(prefixes)}")
-        runs.append((folder, _series_of(scalars, TrainingRun(folder, folder, scalars)), scalars))
+        runs.append((folder, _series_of(scalars, TrainingRun(folder, folder, scalars), args.until), scalars))
     have = sorted({t[:-len("_mean")] if t.endswith("_mean") else t for t in runs[0][2]})
     missing = [t for t in (asked or DEFAULT_TAGS) if not runs[0][1](t)[0]]
     if asked and missing:
@@ -91,7 +96,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         first = min(s[0][0] for s in logged)
         last = max(s[0][-1] for s in logged)
         used = fitted_window(args.window, last - first)
-        print(f"\nRun `{folder}`, {last:,} env steps; means of the summaries in the first and last "
+        upto = f" (read up to --until {args.until:,})" if args.until is not None else ""
+        print(f"\nRun `{folder}`, {last:,} env steps{upto}; means of the summaries in the first and last "
               f"{used:,} env steps (summaries counted in brackets).")
         if used < args.window:
             print(f"note: the run spans {last - first:,} env steps, fewer than four --window {args.window:,}: the "
@@ -110,9 +116,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def _series_of(scalars: dict, run: Any) -> Callable[[str], tuple[list[int], list[float]]]:
-    """A run's series of a tag: the tag as written; where only our observer's ``{tag}_mean`` was logged, that."""
-    return lambda tag: scalars[tag] if tag in scalars and scalars[tag][0] else run.get(tag)
+def _series_of(scalars: dict, run: Any, until: Optional[int] = None) -> Callable[[str], tuple[list[int], list[float]]]:
+    """A run's series of a tag: the tag as written; where only our observer's ``{tag}_mean`` was logged, that;
+    with ``until``, only the summaries written at or before that many env steps."""
+    def series(tag: str) -> tuple[list[int], list[float]]:
+        steps, values = scalars[tag] if tag in scalars and scalars[tag][0] else run.get(tag)
+        if until is None:
+            return steps, values
+        kept = [(x, v) for x, v in zip(steps, values) if x <= until]
+        return [x for x, _ in kept], [v for _, v in kept]
+    return series
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -317,6 +317,9 @@ def test_release_protocol_ends_interaction_episodes_at_the_descent():
     assert s["protocol"] == s["episodes_ended_by"] == "release"
     assert s["mean"] == s["release"]["mean"] == 3.0 and s["release"]["reached_rate"] == 1.0
     assert s["project"]["mean"] == 3.0 and s["project"]["episodes"] == 4
+    # where the episodes got to: one descent each, read by the release tracker for every task
+    assert s["depth"]["episodes"] == 4 and s["depth"]["descents_per_episode"] == 1.0
+    assert s["depth"]["entered_mines_rate"] == 0.0
 
 
 def test_project_protocol_runs_episodes_and_freezes_the_release_rule():
@@ -372,6 +375,8 @@ def test_flag_defaults_and_help():
     (["--eval_num_envs", "0"], "--eval_num_envs"),
     (["--eval_protocol", "project", "--eval_episodes", "-1"], "--eval_episodes"),
     (["--eval_episodes", "10"], "--eval_protocol project"),
+    (["--eval_policy", "random", "--meta_policy", "llm", "--meta_llm_backend", "stand_in"], "--eval_policy"),
+    (["--eval_policy", "untrained", "--skill_policy_dirs", "['a', 'b', 'c', 'd', 'e']"], "--eval_policy"),
 ])
 def test_bad_eval_flags_exit_2_naming_the_flag(tmp_path, capsys, argv, flag):
     from scripts.main import main
@@ -506,10 +511,15 @@ def test_live_gnomish_on_the_descent_into_the_mines():
         assert info["depth"] == 2
         if branch > 2:
             assert not t.reached
+        assert t.episode_record()["max_depth"] == 2 and t.episode_record()["descents"] == 1
+        assert not t.episode_record()["entered_mines"]
         branch, info = _enter_mines(env)
         t.update(info, "down")
         assert info["depth"] == branch + 1 and t.reached
         assert parse_overview(info["overview"]).mines_visited
+        # where the episode got to: the Mines' first level, by a second descent (teleports are not descents)
+        record = t.episode_record()
+        assert record["max_depth"] == branch + 1 and record["entered_mines"] and record["descents"] == 2
     finally:
         env.close()
 

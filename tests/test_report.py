@@ -95,6 +95,25 @@ def test_several_experiments_get_their_own_column(tmp_path):
     assert "- **MaestroMotif (a)**: policy trained 5,000 env steps; 1 evaluation episodes per task" in table
 
 
+def test_reference_evaluations_get_their_own_columns_never_the_methods(tmp_path):
+    """scripts.main --eval_policy untrained/random writes beside eval/: the report shows each as a
+    reference column, so a random policy's score is never read as MaestroMotif's."""
+    runs = tmp_path / "runs"
+    write_eval(runs, "a", "gnomish", [True, True], [0, 0])
+    for kind, wins in (("random", [False, False]), ("untrained", [True, False])):
+        src = write_eval(tmp_path / kind, "a", "gnomish", wins, [0, 0])
+        dest = runs / "a" / f"eval_{kind}" / src.name
+        dest.parent.mkdir(parents=True)
+        dest.write_text(src.read_text())
+    results = find_eval_results(runs)
+    assert sorted(r.method for r in results) == ["MaestroMotif", "random actions (reference)",
+                                                "untrained network (reference)"]
+    table = results_table(results, paper=False)
+    head = table.splitlines()[0]
+    assert "MaestroMotif (a)" in head and "random actions (reference)" in head and "untrained network (reference)" in head
+    assert "| gnomish | success | 100.0% +- 0.0 (2) |" in table and "0.0% +- 0.0 (2)" in table
+
+
 def write_cost(folder: Path, label: str, **figures) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "cost.json").write_text(json.dumps({"method": folder.name, "label": label, **figures}))

@@ -769,6 +769,31 @@ def test_release_protocol_evaluation_runs_a_step_budget(trained):
         assert e["ended_by"] != "release" or e["release"]["reached"]
 
 
+@pytest.mark.slow
+def test_reference_policies_evaluate_beside_the_trained_one(trained):
+    """--eval_policy untrained / random: the same task evaluation with the initial weights or random
+    actions, written beside the trained policy's results (never over them) and named in the JSON."""
+    tmp, base, _, proc = trained
+    assert proc.returncode == 0
+    exp = tmp / "skill_policy" / "e2e"
+    args = base + ["--evaluation", "True", "--eval_target", "buc", "--eval_env_steps", "300", "--eval_num_envs", "2"]
+    ev = run_main(args, tmp)
+    assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
+    trained_json = (exp / "eval" / "buc_seed42.json").read_text()
+    results = {}
+    for kind in ("untrained", "random"):
+        ev = run_main(args + ["--eval_policy", kind], tmp)
+        assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
+        results[kind] = json.loads((exp / f"eval_{kind}" / "buc_seed42.json").read_text())
+        assert results[kind]["policy"] == kind and results[kind]["env_steps"] == 0
+        assert results[kind]["checkpoint"] == "None" and kind in results[kind]["experiment"]
+        assert results[kind]["run"]["env_steps_run"] == 300
+        assert {"untrained": "evaluating the untrained network", "random": "evaluating uniformly random actions"}[
+            kind] in ev.stdout + ev.stderr
+    assert (exp / "eval" / "buc_seed42.json").read_text() == trained_json
+    assert json.loads(trained_json)["policy"] == "trained" and json.loads(trained_json)["env_steps"] > 0
+
+
 def test_rerun_resumes_from_saved_step_count(trained):
     tmp, base, _, proc = trained
     assert proc.returncode == 0

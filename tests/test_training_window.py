@@ -116,3 +116,20 @@ def test_compares_runs_side_by_side_and_plots_their_tags(tmp_path, capsys):
     assert main(["--policy_dir", str(tmp_path / "a"), "--compare", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.strip().endswith(f"--compare {tmp_path / 'none'}: no tensorboard summaries with "
                                                     "the prefixes intrinsic/, len/, measures/, messages/, skills/")
+
+
+def test_until_reads_runs_of_different_lengths_at_one_budget(tmp_path, capsys):
+    """--until: a 10M-step run and a 2M-step run compared at 2M, as if the longer one had stopped there."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "run"))
+    for step in range(0, 1_000_001, 100_000):
+        writer.add_scalar("len/len", step / 1000, step)
+    writer.close()
+    assert main(["--policy_dir", str(tmp_path / "run"), "--window", "200000", "--tags", "len/len",
+                 "--until", "800000"]) == 0
+    out = capsys.readouterr().out
+    assert "800,000 env steps (read up to --until 800,000)" in out
+    assert "| len/len | 100 (3) | 700 (3) |" in out  # the last window ends at 800k, not at 1M (900)
+    assert main(["--policy_dir", str(tmp_path / "run"), "--until", "0"]) == 2
+    assert "--until must be at least 1" in capsys.readouterr().err

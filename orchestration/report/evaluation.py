@@ -65,8 +65,8 @@ class EvalResult:
 
 
 def _experiment_of(path: Path) -> str:
-    # {experiment}/eval/{task}_seed{N}.json
-    return path.parent.parent.name if path.parent.name == "eval" else path.parent.name
+    # {experiment}/eval/{task}_seed{N}.json (or eval_untrained/, eval_random/)
+    return path.parent.parent.name if path.parent.name.startswith("eval") else path.parent.name
 
 
 def load_eval_result(path: str | Path) -> EvalResult:
@@ -100,22 +100,32 @@ def _task_order(task: str) -> int:
     return EVAL_TASKS.index(task) if task in EVAL_TASKS else len(EVAL_TASKS)
 
 
+#: the reference evaluations of ``scripts.main --eval_policy`` (folder beside ``eval/``: the column's name)
+REFERENCE_FOLDERS = {"eval_untrained": "untrained network (reference)", "eval_random": "random actions (reference)"}
+
+
 def find_eval_results(root: str | Path) -> list[EvalResult]:
-    """Every ``*/eval/*_seed*.json`` below ``root``, sorted by experiment, then task order.
+    """Every ``*/eval/*_seed*.json`` below ``root`` (and the references of ``--eval_policy`` in
+    ``*/eval_untrained/``, ``*/eval_random/``), sorted by experiment, then task order.
 
     Unreadable files are skipped with a warning."""
     out: list[EvalResult] = []
     costs: dict[Path, Optional[dict]] = {}  # each baseline's cost.json, by folder
     stand_in = Path(root).is_dir() and stand_in_annotated(root)  # this run's skills: the stand-in labelled them
     llm = annotation_model(root) if Path(root).is_dir() and not stand_in else None  # ... or a language model
-    for path in find_inputs(root, "eval/*_seed*.json"):
+    paths = [p for folder in ("eval",) + tuple(REFERENCE_FOLDERS) for p in find_inputs(root, f"{folder}/*_seed*.json")]
+    for path in paths:
         try:
             result = load_eval_result(path)
         except ReportError as exc:
             skip(path, exc)
             continue
         name = baseline_of(path, root)
-        if name is not None:
+        if path.parent.name in REFERENCE_FOLDERS:
+            # scripts.main --eval_policy untrained/random: a reference column, never the method's own
+            result.method = REFERENCE_FOLDERS[path.parent.name]
+            result.variant = path.parent.parent.name
+        elif name is not None:
             _as_baseline(result, name, Path(root), path, costs)
         elif not result.label and stand_in:
             result.label = STAND_IN_ANNOTATOR

@@ -258,6 +258,11 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                         "--eval_episodes)")
     g.add_argument("--eval_deterministic_actions", type=str2bool, default=False,
                    help="take the most likely action instead of sampling during evaluation")
+    g.add_argument("--eval_policy", choices=EVAL_POLICIES, default="trained",
+                   help="what acts in a task evaluation: trained (the experiment's newest checkpoint), untrained "
+                        "(the same network with its initial weights, seeded by --seed) or random (uniformly "
+                        "random actions); the references go to {train_dir}/{experiment}/eval_{untrained,random} "
+                        "unless --eval_dir says otherwise, and their JSON names the policy")
     g.add_argument("--eval_skill", type=str, default=NO_TASK,
                    help="forced-skill evaluation: hold the policy on this skill for --eval_episodes episodes (no "
                         f"meta-policy) and report its measures; one of {', '.join(SKILLS)}, or none")
@@ -363,9 +368,12 @@ def _default_device() -> str:
         return "cpu"
 
 
+#: what acts in an evaluation: the trained network, the same network untrained, or uniformly random actions
+EVAL_POLICIES = ("trained", "untrained", "random")
+
 #: evaluation flags that come from the evaluating command, never from the saved training configuration
 EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs",
-              "eval_deterministic_actions", "save_video", "eval_skill", "eval_start_depth", "eval_dir",
+              "eval_deterministic_actions", "eval_policy", "save_video", "eval_skill", "eval_start_depth", "eval_dir",
               "meta_policy", "meta_llm_backend", "meta_llm_model", "meta_llm_base_url", "meta_llm_replay",
               "meta_llm_record", "meta_llm_cache_dir", "meta_llm_temperature", "meta_llm_max_tokens",
               "meta_llm_num_gpus", "meta_llm_server_gpus", "meta_llm_method")
@@ -582,6 +590,17 @@ def check_eval_args(cfg: Any) -> None:
         value = getattr(cfg, name, None)
         if value is None or int(value) < 1:
             raise ConfigError(f"--{name} must be at least 1 ({what}), got {value}")
+    kind = getattr(cfg, "eval_policy", "trained") or "trained"
+    if kind != "trained":
+        if parse_list_flag(getattr(cfg, "skill_policy_dirs", "[]") or "[]", "--skill_policy_dirs"):
+            raise ConfigError(f"--eval_policy {kind} with --skill_policy_dirs: the reference policies are one "
+                              "network (or none); evaluate them without --skill_policy_dirs")
+        if getattr(cfg, "meta_policy", "code") != "code":
+            raise ConfigError(f"--eval_policy {kind} with --meta_policy {cfg.meta_policy}: the references run "
+                              "under the task's generated policy over skills (--meta_policy code)")
+        if getattr(cfg, "eval_skill", NO_TASK) not in (None, NO_TASK):
+            raise ConfigError(f"--eval_policy {kind} with --eval_skill: the forced-skill evaluation runs all "
+                              "three policies itself (python -m scripts.skill_report)")
     explicit = getattr(cfg, "cli_args", None) or {}
     if protocol == "release" and "eval_episodes" in explicit:
         raise ConfigError(
@@ -660,8 +679,13 @@ def meta_llm_settings(cfg: Any) -> Any:
 
 
 def eval_dir_of(cfg: Any) -> str:
-    """Where an evaluation writes its results: ``--eval_dir``, else ``{train_dir}/{experiment}/eval``."""
-    return getattr(cfg, "eval_dir", None) or os.path.join(cfg.train_dir, cfg.experiment, "eval")
+    """Where an evaluation writes its results: ``--eval_dir``, else ``{train_dir}/{experiment}/eval``
+    (``eval_untrained`` / ``eval_random`` for the reference policies of ``--eval_policy``, so a reference
+    never overwrites the trained policy's results nor lands in the report's table as the method)."""
+    if getattr(cfg, "eval_dir", None):
+        return cfg.eval_dir
+    kind = getattr(cfg, "eval_policy", "trained") or "trained"
+    return os.path.join(cfg.train_dir, cfg.experiment, "eval" if kind == "trained" else f"eval_{kind}")
 
 
 def check_flags(cfg: argparse.Namespace) -> None:

@@ -25,7 +25,8 @@ freezes when it says "reached" (the release would have stopped there). The JSON 
 headline (``mean``, ``stderr``, ``episodes``, ``measure``: the driving protocol's), the
 sections ``"release"`` and ``"project"`` with each rule set's numbers, ``"protocol"`` /
 ``"episodes_ended_by"`` (which protocol ended the episodes), ``"run"`` (budget, steps run,
-finished and dropped episodes), ``"meta_policy_errors"`` (exceptions the generated code raised;
+finished and dropped episodes), ``"depth"`` (where the episodes got to: deepest level, Mines
+entered, descents), ``"meta_policy_errors"`` (exceptions the generated code raised;
 a non-zero count is also a warning at the end of the run) and ``per_episode``.
 
 Writes ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}`` (and a
@@ -36,6 +37,10 @@ The episode loop, the two rule sets' summaries and the files they are written to
 loads the checkpoint, builds the skill environments and adds what only they have (the hierarchical LLM
 policy's questions, the isolated skills' networks, the video).
 
+``--eval_policy untrained`` (the same network with its initial weights) and ``--eval_policy random``
+(uniformly random actions) run the same evaluation as references, under the same policy over skills; their
+results go to ``eval_untrained/`` and ``eval_random/`` beside ``eval/``, and their JSON says ``policy``.
+
 With ``--skill_policy_dirs`` (the isolated-skills ablation) the policy is one network per skill
 (:mod:`rl_baseline.sf.multi_policy`): the task's policy over skills picks the skill, that skill's
 network acts; the JSON also names each skill's network and checkpoint (``skill_networks``).
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -60,7 +66,7 @@ from rl_baseline.evaluation import RunResult, run_evaluation, summarize, write_r
 from rl_baseline.models.render import render_tty_frame
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, eval_dir_of, evaluates_root_env, require_resolved
 from rl_baseline.sf.multi_policy import load_skill_policies
-from rl_baseline.sf.policy import load_policy
+from rl_baseline.sf.policy import UniformRandomPolicy, load_policy
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +135,33 @@ def _save_gif(frames: list[np.ndarray], path: Path) -> None:
         images[0].save(path, save_all=True, append_images=images[1:], duration=80, loop=0)
 
 
+@dataclass
+class _Acting:
+    """What acts in an evaluation (``--eval_policy``) and where it came from."""
+
+    policy: Any
+    loaded: Any  # the loaded network(s); None for random actions
+    checkpoint: Any
+    env_steps: int
+    description: str
+
+
+def _acting_policy(cfg: Any, kind: str, env: Any, n_envs: int) -> _Acting:
+    """The trained network (newest checkpoint, or one per skill with ``--skill_policy_dirs``), the same
+    network untrained (initial weights seeded by ``--seed``) or uniformly random actions."""
+    seed = int(cfg.seed or 0)
+    if kind == "random":
+        return _Acting(UniformRandomPolicy(env.action_space.n, seed=seed), None, None, 0, "uniformly random actions")
+    if getattr(cfg, "skill_policy_list", None):  # the isolated-skills ablation: one network per skill
+        loaded = load_skill_policies(cfg, env.observation_space, env.action_space)
+    else:
+        loaded = load_policy(cfg, env.observation_space, env.action_space, untrained=kind == "untrained",
+                             init_seed=seed)
+    checkpoint = getattr(loaded, "checkpoint", None) or getattr(loaded, "checkpoints", None)
+    return _Acting(loaded.acting(n_envs, bool(cfg.eval_deterministic_actions)), loaded, checkpoint,
+                   int(loaded.env_steps), "the untrained network" if kind == "untrained" else str(checkpoint))
+
+
 # ----------------------------------------------------------------------------- entry point
 
 
@@ -157,17 +190,14 @@ def evaluate(cfg: Any) -> dict:
         shared_client(env_cfg.meta_llm)
     envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
     skill_names = envs[0].skill_names
-    if getattr(cfg, "skill_policy_list", None):  # the isolated-skills ablation: one network per skill
-        loaded = load_skill_policies(cfg, envs[0].observation_space, envs[0].action_space)
-    else:
-        loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
+    kind = getattr(cfg, "eval_policy", "trained") or "trained"
+    acting = _acting_policy(cfg, kind, envs[0], n_envs)
+    policy, loaded, checkpoint, env_steps = acting.policy, acting.loaded, acting.checkpoint, acting.env_steps
     what = (f"{cfg.eval_env_steps} env steps, last {cfg.eval_stats_avg} finished episodes"
             if protocol == "release" else f"{cfg.eval_episodes} episodes")
-    checkpoint = getattr(loaded, "checkpoint", None) or getattr(loaded, "checkpoints", None)
-    logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games, %s", checkpoint,
-                loaded.env_steps, task, protocol, n_envs, what)
+    logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games, %s", acting.description,
+                env_steps, task, protocol, n_envs, what)
 
-    policy = loaded.acting(n_envs, bool(cfg.eval_deterministic_actions))
     llm_run = None
     if env_cfg.meta_llm is not None:
         # the hierarchical LLM policy: count each episode's questions as it ends
@@ -194,10 +224,15 @@ def evaluate(cfg: Any) -> dict:
                         stats_avg=int(cfg.eval_stats_avg), run=run)
     summary.update(
         code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(checkpoint),
-        env_steps=loaded.env_steps, deterministic=bool(cfg.eval_deterministic_actions),
+        env_steps=env_steps, deterministic=bool(cfg.eval_deterministic_actions), policy=kind,
     )
+    if kind != "trained":
+        # a reference, named as such: never read as the experiment's own result
+        summary.update(experiment=f"{cfg.experiment} ({kind})",
+                       label={"untrained": "the untrained network (initial weights)",
+                              "random": "uniformly random actions"}[kind] + " under the task's policy over skills")
     if llm_run is not None:
-        llm_run.add_to(summary, cfg, run, int(loaded.env_steps))
+        llm_run.add_to(summary, cfg, run, int(env_steps))
     if getattr(cfg, "skill_policy_list", None):
         summary["skill_networks"] = {s: {"dir": d, "checkpoint": str(c)}
                                      for s, d, c in zip(skill_names, loaded.dirs, loaded.checkpoints)}
@@ -251,18 +286,21 @@ def evaluate_root_env(cfg: Any) -> dict:
                                                                              int(cfg.eval_episodes)))
     env_cfg = SkillEnvConfig.from_cfg(cfg)
     envs = [build_skill_env(env_cfg) for _ in range(n_envs)]
+    kind = getattr(cfg, "eval_policy", "trained") or "trained"
     try:
-        loaded = load_policy(cfg, envs[0].observation_space, envs[0].action_space)
-        logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games", loaded.checkpoint, loaded.env_steps,
-                    cfg.root_env, protocol, n_envs)
-        run = run_root_episodes(envs, loaded.acting(n_envs, bool(cfg.eval_deterministic_actions)), protocol,
+        acting = _acting_policy(cfg, kind, envs[0], n_envs)
+        logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games", acting.description,
+                    acting.env_steps, cfg.root_env, protocol, n_envs)
+        run = run_root_episodes(envs, acting.policy, protocol,
                                 int(cfg.eval_episodes), int(cfg.eval_env_steps), seed=int(cfg.seed or 0))
     finally:
         for env in envs:
             env.close()
     summary = summarize_root(cfg.root_env, run, protocol, int(cfg.eval_stats_avg))
-    summary.update(experiment=cfg.experiment, checkpoint=str(loaded.checkpoint), env_steps=loaded.env_steps,
-                   max_episode_steps=int(cfg.max_episode_steps))
+    summary.update(experiment=cfg.experiment, checkpoint=str(acting.checkpoint), env_steps=acting.env_steps,
+                   max_episode_steps=int(cfg.max_episode_steps), policy=kind)
+    if kind != "trained":
+        summary["experiment"] = f"{cfg.experiment} ({kind})"
     path = atomic_write_json(eval_dir(cfg) / f"{cfg.root_env}.json", summary)
     logger.info("%s: %s %.3f (stderr %.3f) over %d episodes (success rate %.3f, mean score %.1f); wrote %s",
                 cfg.root_env, summary["measure"], summary["mean"], summary["stderr"], summary["episodes"],

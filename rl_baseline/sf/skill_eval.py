@@ -28,7 +28,7 @@ from tqdm import tqdm
 from common.atomic_io import atomic_write_json
 from common.nethack.actions import ACTION_NAMES
 from rl_baseline.envs.seeding import evaluation_game_seed, seed_run
-from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, forced_skill, require_resolved
+from rl_baseline.sf.cfg import EVAL_POLICIES, ConfigError, SkillEnvConfig, forced_skill, require_resolved
 from rl_baseline.sf.evaluate import eval_dir
 from rl_baseline.sf.policy import UniformRandomPolicy, load_policy
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 _REGISTERED: list[bool] = []  # sample-factory's registry is per process: register once
 
 #: the three policies of the skill report
-POLICY_KINDS = ("trained", "untrained", "random")
+POLICY_KINDS = EVAL_POLICIES
 
 # Student's t quantile t(0.975, df): the 95% interval of a mean from a few episodes.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,

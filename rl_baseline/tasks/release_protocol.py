@@ -281,7 +281,9 @@ class ReleaseTracker:
         self.shop_seen = False
         self.kills = 0
         self.gold = 0
-        self.max_depth = 1
+        self.max_depth = 1  # the deepest dungeon level of the episode (goldenexit's prerequisite reads it)
+        self.entered_mines = False
+        self.descents = 0
         self.ate_in_mines = False
         self.survived = 0
         self.steps = 0
@@ -344,6 +346,13 @@ class ReleaseTracker:
 
     def _bookkeeping(self, info: dict, msgs: list[str], action_name: Optional[str]) -> None:
         rule = self.rule
+        # where the episode got to, for every task: why a navigation task was (not) reached
+        if info.get("depth") is not None:
+            self.max_depth = max(self.max_depth, int(info["depth"]))
+        if int(info.get("dungeon_number", -1)) == DNUM_GNOMISH_MINES:
+            self.entered_mines = True
+        if _any(msgs, DESCEND_MESSAGE):
+            self.descents += 1
         if rule.prerequisite == "ate_in_mines":
             if info.get("just_eaten") and int(info.get("dungeon_number", -1)) == DNUM_GNOMISH_MINES:
                 self.ate_in_mines = True
@@ -352,8 +361,6 @@ class ReleaseTracker:
             self.gold = int(info.get("gold") or 0)
             if _any(msgs, "kill", "destroy"):
                 self.kills += 1
-            if info.get("depth") is not None:
-                self.max_depth = max(self.max_depth, int(info["depth"]))
             if self.kills >= KILLS and self.gold >= GOLD and self.max_depth >= DEPTH:
                 self.prerequisite_met = True
         pre = info.get("skill_preconditions")
@@ -389,6 +396,9 @@ class ReleaseTracker:
             "altar_seen": bool(self.altar_seen),
             "shop_seen": bool(self.shop_seen),
             "prerequisite_met": bool(self.prerequisite_met),
+            "max_depth": int(self.max_depth),
+            "entered_mines": bool(self.entered_mines),
+            "descents": int(self.descents),
         }
 
     def __repr__(self) -> str:
