@@ -114,6 +114,17 @@ def test_reference_evaluations_get_their_own_columns_never_the_methods(tmp_path)
     assert "| gnomish | success | 100.0% +- 0.0 (2) |" in table and "0.0% +- 0.0 (2)" in table
 
 
+def test_a_progress_trained_experiment_is_labelled_the_diagnostic_not_the_method(tmp_path):
+    """--skill_reward progress pays each skill its own measure: its column must not read as MaestroMotif's."""
+    write_eval(tmp_path, "bound", "gnomish", [False], [0])
+    write_eval(tmp_path, "method", "gnomish", [False], [0])
+    (tmp_path / "bound" / "config.json").write_text(json.dumps({"skill_reward": "progress"}))
+    (tmp_path / "method" / "config.json").write_text(json.dumps({"skill_reward": "model"}))
+    head = results_table(find_eval_results(tmp_path), paper=False).splitlines()[0]
+    assert "progress diagnostic (bound; not the method)" in head and "MaestroMotif (method)" in head
+    assert "MaestroMotif (bound)" not in head
+
+
 def write_cost(folder: Path, label: str, **figures) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "cost.json").write_text(json.dumps({"method": folder.name, "label": label, **figures}))

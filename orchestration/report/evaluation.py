@@ -4,6 +4,7 @@
 (:func:`meta_policy_error_warning`)."""
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ logger = logging.getLogger(__package__)
 
 MAESTROMOTIF = "MaestroMotif"
 STAND_IN_ANNOTATOR = "skill rewards from the heuristic stand-in annotator (rules, not an LLM)"
+#: a skill policy trained with --skill_reward progress: each skill paid its own measure, not a reward model
+PROGRESS_DIAGNOSTIC = "the privileged progress diagnostic (--skill_reward progress): not the method"
 #: the label of a pipeline run annotated by a language model (``--annotator smollm2``: the model's name)
 LLM_ANNOTATOR_PREFIX = "skill rewards from labels by the language model "
 LLM_ANNOTATOR = LLM_ANNOTATOR_PREFIX + "{model}"
@@ -127,6 +130,8 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
             result.variant = path.parent.parent.name
         elif name is not None:
             _as_baseline(result, name, Path(root), path, costs)
+        elif _progress_trained(path):
+            result.label = PROGRESS_DIAGNOSTIC
         elif not result.label and stand_in:
             result.label = STAND_IN_ANNOTATOR
         elif not result.label and llm:
@@ -169,11 +174,23 @@ def _drop_common_parts(results: Sequence[EvalResult]) -> None:
             r.variant = "/".join(x for x in p if x not in common)
 
 
+def _progress_trained(path: Path) -> bool:
+    """Whether the experiment behind ``{experiment}/eval/{task}.json`` trained with ``--skill_reward progress``
+    (its saved ``config.json``; an unreadable or missing one says no)."""
+    config = path.parent.parent / "config.json"
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("skill_reward") == "progress"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def column_label(results: Sequence[EvalResult]) -> str:
     """The heading of one column: the method's short name, its run when it has several, and
     "stand-in" when its label says a rule-based stand-in played the LLM (the legend has the full label)."""
     first = results[0]
     if first.method == MAESTROMOTIF:
+        if any(r.label == PROGRESS_DIAGNOSTIC for r in results):
+            return f"progress diagnostic ({first.experiment}; not the method)"
         stand_in = any("stand-in" in r.label for r in results)
         llm = next((r.label[len(LLM_ANNOTATOR_PREFIX):] for r in results if r.label.startswith(LLM_ANNOTATOR_PREFIX)),
                    None)
