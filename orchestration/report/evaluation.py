@@ -114,6 +114,7 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
     Unreadable files are skipped with a warning."""
     out: list[EvalResult] = []
     costs: dict[Path, Optional[dict]] = {}  # each baseline's cost.json, by folder
+    progress: dict[Path, bool] = {}  # whether each experiment trained with --skill_reward progress, by folder
     stand_in = Path(root).is_dir() and stand_in_annotated(root)  # this run's skills: the stand-in labelled them
     llm = annotation_model(root) if Path(root).is_dir() and not stand_in else None  # ... or a language model
     paths = [p for folder in ("eval",) + tuple(REFERENCE_FOLDERS) for p in find_inputs(root, f"{folder}/*_seed*.json")]
@@ -130,7 +131,7 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
             result.variant = path.parent.parent.name
         elif name is not None:
             _as_baseline(result, name, Path(root), path, costs)
-        elif _progress_trained(path):
+        elif _progress_trained(path.parent.parent, progress):
             result.label = PROGRESS_DIAGNOSTIC
         elif not result.label and stand_in:
             result.label = STAND_IN_ANNOTATOR
@@ -174,14 +175,16 @@ def _drop_common_parts(results: Sequence[EvalResult]) -> None:
             r.variant = "/".join(x for x in p if x not in common)
 
 
-def _progress_trained(path: Path) -> bool:
-    """Whether the experiment behind ``{experiment}/eval/{task}.json`` trained with ``--skill_reward progress``
-    (its saved ``config.json``; an unreadable or missing one says no)."""
-    config = path.parent.parent / "config.json"
-    try:
-        return json.loads(config.read_text(encoding="utf-8")).get("skill_reward") == "progress"
-    except (OSError, ValueError, AttributeError):
-        return False
+def _progress_trained(experiment_dir: Path, seen: dict[Path, bool]) -> bool:
+    """Whether the experiment trained with ``--skill_reward progress`` (its saved ``config.json``, read once
+    per folder into ``seen``; an unreadable or missing one says no)."""
+    if experiment_dir not in seen:
+        try:
+            config = json.loads((experiment_dir / "config.json").read_text(encoding="utf-8"))
+            seen[experiment_dir] = config.get("skill_reward") == "progress"
+        except (OSError, ValueError, AttributeError):
+            seen[experiment_dir] = False
+    return seen[experiment_dir]
 
 
 def column_label(results: Sequence[EvalResult]) -> str:

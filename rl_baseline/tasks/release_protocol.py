@@ -322,14 +322,15 @@ class ReleaseTracker:
             return
         self.steps += 1
         msgs = step_messages(info)
-        self._check(info, msgs)
-        self._bookkeeping(info, msgs, action_name)
+        descended = _any(msgs, DESCEND_MESSAGE)  # read once: the check and the bookkeeping both need it
+        self._check(info, msgs, descended)
+        self._bookkeeping(info, msgs, action_name, descended)
 
-    def _check(self, info: dict, msgs: list[str]) -> None:
+    def _check(self, info: dict, msgs: list[str], descended: bool) -> None:
         rule = self.rule
         if not self.prerequisite_met or is_death(info):
             return
-        if not (rule.every_step or _any(msgs, DESCEND_MESSAGE)):
+        if not (rule.every_step or descended):
             return
         self.checks += 1
         if rule.reached_at_first_check:
@@ -344,14 +345,14 @@ class ReleaseTracker:
             if self.survived > rule.survive_steps:
                 self.reached = True
 
-    def _bookkeeping(self, info: dict, msgs: list[str], action_name: Optional[str]) -> None:
+    def _bookkeeping(self, info: dict, msgs: list[str], action_name: Optional[str], descended: bool) -> None:
         rule = self.rule
         # where the episode got to, for every task: why a navigation task was (not) reached
         if info.get("depth") is not None:
             self.max_depth = max(self.max_depth, int(info["depth"]))
         if int(info.get("dungeon_number", -1)) == DNUM_GNOMISH_MINES:
             self.entered_mines = True
-        if _any(msgs, DESCEND_MESSAGE):
+        if descended:
             self.descents += 1
         if rule.prerequisite == "ate_in_mines":
             if info.get("just_eaten") and int(info.get("dungeon_number", -1)) == DNUM_GNOMISH_MINES:
