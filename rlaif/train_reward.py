@@ -77,6 +77,7 @@ from rlaif.reward_model import (
     RewardModelConfig,
     build_reward_model,
     clip_depth_change,
+    latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
     model_from_checkpoint,
@@ -480,29 +481,61 @@ def _load_inputs(cfg: RewardTrainingConfig) -> TrainingData:
     return TrainingData(dataset_path, dataset.num_pairs, reward_inputs(dataset), pref_path, labels, "observations")
 
 
-def _stand_in_note(pref_path: Path, data: "TrainingData") -> str:
-    """A warning when the preferences came from a rule-based stand-in (the annotation metadata says so)."""
+def preference_meta(pref_path: str | Path, layout: str = "observations",
+                    source: str | Path | None = None) -> tuple[dict[str, Any], Path] | None:
+    """The annotation metadata of a preference file (who labelled its pairs: ``backend``, ``model``,
+    ``stand_in``, ``stand_in_share``, ``sources``) and where it was read; None when there is none readable.
+
+    It sits beside the labels (``{stem}.meta.json``), or, for the Motif layout, in the dataset folder's
+    ``annotation_state/``."""
     import json
 
+    pref_path = Path(pref_path)
     candidates = [pref_path.with_name(pref_path.stem + ".meta.json")]
-    if data.layout == "motif":
-        candidates.insert(0, data.source / "annotation_state" / (pref_path.stem + ".meta.json"))
+    if layout == "motif" and source is not None:
+        candidates.insert(0, Path(source) / "annotation_state" / (pref_path.stem + ".meta.json"))
     for meta_path in candidates:
         try:
             meta = json.loads(meta_path.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(meta, dict) and meta.get("stand_in"):
-            share = float(meta.get("stand_in_share", 1.0))
-            stand_ins = sorted({src["backend"] for src in meta.get("sources", []) if src.get("stand_in")}) or [
-                meta.get("backend")]
-            if share >= 1.0:
-                return (f"{pref_path} holds labels of the {', '.join(map(str, stand_ins))} backend, a stand-in for "
-                        f"the LLM (see {meta_path}): this reward model is not distilled from an LLM")
-            return (f"{100 * share:.1f}% of the labels in {pref_path} came from the {', '.join(map(str, stand_ins))} "
-                    f"backend, a stand-in for the LLM (see {meta_path}, 'sources', for which pairs): this reward "
-                    "model is only partly distilled from an LLM")
-    return ""
+        if isinstance(meta, dict):
+            return meta, meta_path
+    return None
+
+
+def reward_labels_meta(reward_dir: str | Path) -> dict[str, Any] | None:
+    """The annotation metadata (:func:`preference_meta`) of the labels a trained reward model was distilled
+    from: its newest checkpoint names its preference file. None when the checkpoint or the metadata cannot
+    be read (an older run, files moved)."""
+    ckpt = latest_checkpoint(Path(reward_dir) / CHECKPOINT_DIRNAME)
+    if ckpt is None:
+        return None
+    try:
+        state = load_checkpoint(ckpt)
+    except (RewardCheckpointError, OSError):
+        return None
+    if not state.get("preferences"):
+        return None
+    found = preference_meta(state["preferences"], str(state.get("layout", "observations")), state.get("dataset"))
+    return found[0] if found else None
+
+
+def _stand_in_note(pref_path: Path, data: "TrainingData") -> str:
+    """A warning when the preferences came from a rule-based stand-in (the annotation metadata says so)."""
+    found = preference_meta(pref_path, data.layout, data.source)
+    if found is None or not found[0].get("stand_in"):
+        return ""
+    meta, meta_path = found
+    share = float(meta.get("stand_in_share", 1.0))
+    stand_ins = sorted({src["backend"] for src in meta.get("sources", []) if src.get("stand_in")}) or [
+        meta.get("backend")]
+    if share >= 1.0:
+        return (f"{pref_path} holds labels of the {', '.join(map(str, stand_ins))} backend, a stand-in for "
+                f"the LLM (see {meta_path}): this reward model is not distilled from an LLM")
+    return (f"{100 * share:.1f}% of the labels in {pref_path} came from the {', '.join(map(str, stand_ins))} "
+            f"backend, a stand-in for the LLM (see {meta_path}, 'sources', for which pairs): this reward "
+            "model is only partly distilled from an LLM")
 
 
 def _newest_readable(existing: list[tuple[int, Path]], device: Any, unreadable: set[Path]) -> tuple[Path, dict[str, Any]]:

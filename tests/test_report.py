@@ -177,6 +177,33 @@ def test_each_baseline_run_gets_a_labelled_column_and_a_cost_row(tmp_path):
     assert "broken/cost.json" in md.split("## Files skipped")[1]
 
 
+def test_a_runs_column_names_who_labelled_its_reward_models_when_they_live_elsewhere(tmp_path):
+    """An experiment trained on another folder's reward models (--reward_dir): the report follows each model's
+    checkpoint to the annotation metadata of its labels, so a stand-in's run is never headed as the method's."""
+    import torch
+
+    def reward_model(name: str, meta: dict) -> str:
+        prefs = tmp_path / "pipeline" / "preference"
+        prefs.mkdir(parents=True, exist_ok=True)
+        (prefs / f"{name}.meta.json").write_text(json.dumps(meta))
+        ckpt = tmp_path / "pipeline" / "skill_rewards" / name / "checkpoint_p0"
+        ckpt.mkdir(parents=True)
+        torch.save({"model": {}, "reward_mean": 0.0, "reward_var": 1.0, "preferences": str(prefs / f"{name}.npy"),
+                    "layout": "observations"},
+                   ckpt / "checkpoint_000000010.pth")
+        return str(ckpt.parent)
+
+    stand_in = reward_model("llama3_descender_default", {"backend": "heuristic", "stand_in": True, "model": "m"})
+    llm = reward_model("llama3_discoverer_default", {"backend": "vllm", "stand_in": False, "model": "llama-70b"})
+    runs = tmp_path / "runs"
+    for experiment, dirs in (("standin", [llm, stand_in]), ("llm", [llm]), ("moved", [str(tmp_path / "gone")])):
+        write_eval(runs, experiment, "gnomish", [False], [0])
+        (runs / experiment / "config.json").write_text(json.dumps({"skill_reward": "llm", "reward_dir": str(dirs)}))
+    head = results_table(find_eval_results(runs), paper=False).splitlines()[0]
+    assert "MaestroMotif (standin, stand-in)" in head and "MaestroMotif (llm, llama-70b)" in head
+    assert "MaestroMotif (moved)" in head  # nothing to tell from: no claim either way
+
+
 def test_maestromotif_column_says_when_the_stand_in_annotated_and_baseline_runs_keep_their_names(tmp_path):
     """A pipeline run whose annotation markers name the heuristic backend: MaestroMotif's column says
     stand-in; training runs of the same experiment name in different baselines stay apart."""

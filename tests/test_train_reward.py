@@ -13,7 +13,7 @@ from common.nethack.messages import encode_message
 from rlaif.dataset import ObservationDataset, save_dataset
 from rlaif.preferences import save_preferences
 from rlaif.reward_model import RewardModelConfig, list_checkpoints, load_skill_reward
-from rlaif.train_reward import QUANTILES, RewardTrainingConfig, split_pairs, train_reward
+from rlaif.train_reward import QUANTILES, RewardTrainingConfig, reward_labels_meta, split_pairs, train_reward
 
 EXPERIMENT = "llama3_descender_default"
 SMALL = RewardModelConfig(embed_dim=16, conv_channels=(32, 32), kernel_sizes=(5, 3), pool_sizes=(4, 1), hidden_dim=32)
@@ -411,6 +411,11 @@ def test_training_says_how_much_of_its_labels_came_from_a_stand_in(tmp_path: Pat
     caplog.clear()
     meta.write_text(json.dumps({"backend": "heuristic", "stand_in": True, "stand_in_share": 1.0}))
     with caplog.at_level(logging.WARNING, logger="rlaif.train_reward"):
-        train_reward(config(tmp_path / "again", dataset_dir=str(tmp_path / "og_dataset"),
-                            preference_dir=str(tmp_path / "preference"), num_epochs=1))
+        result = train_reward(config(tmp_path / "again", dataset_dir=str(tmp_path / "og_dataset"),
+                                     preference_dir=str(tmp_path / "preference"), num_epochs=1))
     assert "holds labels of the heuristic backend, a stand-in for the LLM" in caplog.text
+    # the trained model leads back to who labelled its pairs (what scripts.report heads a run's column with)
+    reward_dir = Path(result["checkpoint"]).parent.parent
+    assert reward_labels_meta(reward_dir) == {"backend": "heuristic", "stand_in": True, "stand_in_share": 1.0}
+    meta.unlink()
+    assert reward_labels_meta(reward_dir) is None and reward_labels_meta(tmp_path / "nowhere") is None

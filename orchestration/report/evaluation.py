@@ -14,6 +14,7 @@ from common.file_errors import load_json
 from common.vocabulary import EVAL_TASKS, TASK_MEASURE
 from orchestration.baseline_cost import annotation_model, stand_in_annotated
 from orchestration.paper_results import NOT_COMPARABLE_NOTE, PAPER_RESULTS, format_value
+from rl_baseline.flag_types import parse_list_flag
 
 from .shared import (
     COST_FILE,
@@ -114,7 +115,7 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
     Unreadable files are skipped with a warning."""
     out: list[EvalResult] = []
     costs: dict[Path, Optional[dict]] = {}  # each baseline's cost.json, by folder
-    progress: dict[Path, bool] = {}  # whether each experiment trained with --skill_reward progress, by folder
+    own_labels: dict[Path, str] = {}  # what paid each experiment's skills (its config.json), by folder
     stand_in = Path(root).is_dir() and stand_in_annotated(root)  # this run's skills: the stand-in labelled them
     llm = annotation_model(root) if Path(root).is_dir() and not stand_in else None  # ... or a language model
     paths = [p for folder in ("eval",) + tuple(REFERENCE_FOLDERS) for p in find_inputs(root, f"{folder}/*_seed*.json")]
@@ -131,8 +132,8 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
             result.variant = path.parent.parent.name
         elif name is not None:
             _as_baseline(result, name, Path(root), path, costs)
-        elif _progress_trained(path.parent.parent, progress):
-            result.label = PROGRESS_DIAGNOSTIC
+        elif not result.label and _experiment_label(path.parent.parent, own_labels):
+            result.label = own_labels[path.parent.parent]
         elif not result.label and stand_in:
             result.label = STAND_IN_ANNOTATOR
         elif not result.label and llm:
@@ -175,16 +176,42 @@ def _drop_common_parts(results: Sequence[EvalResult]) -> None:
             r.variant = "/".join(x for x in p if x not in common)
 
 
-def _progress_trained(experiment_dir: Path, seen: dict[Path, bool]) -> bool:
-    """Whether the experiment trained with ``--skill_reward progress`` (its saved ``config.json``, read once
-    per folder into ``seen``; an unreadable or missing one says no)."""
+def _experiment_label(experiment_dir: Path, seen: dict[Path, str]) -> str:
+    """What paid an experiment's skills, from its saved ``config.json`` (read once per folder into ``seen``):
+    :data:`PROGRESS_DIAGNOSTIC` for ``--skill_reward progress``; for reward models, who labelled the pairs they
+    were distilled from (each ``--reward_dir`` model's checkpoint names its preferences, whose metadata says):
+    :data:`STAND_IN_ANNOTATOR` when any was a rule-based stand-in, else the language model. Empty when it
+    cannot be told (no readable config or metadata): the report root's annotation logs decide then."""
     if experiment_dir not in seen:
+        seen[experiment_dir] = ""
         try:
             config = json.loads((experiment_dir / "config.json").read_text(encoding="utf-8"))
-            seen[experiment_dir] = config.get("skill_reward") == "progress"
-        except (OSError, ValueError, AttributeError):
-            seen[experiment_dir] = False
+        except (OSError, ValueError):
+            return ""
+        if not isinstance(config, dict):
+            return ""
+        if config.get("skill_reward") == "progress":
+            seen[experiment_dir] = PROGRESS_DIAGNOSTIC
+        else:
+            seen[experiment_dir] = _reward_models_label(config.get("reward_dir"))
     return seen[experiment_dir]
+
+
+def _reward_models_label(reward_dir: object) -> str:
+    """The column label for skills paid by the reward models of a ``--reward_dir`` value (see
+    :func:`_experiment_label`); empty when no model's annotation metadata can be read."""
+    from rlaif.train_reward import reward_labels_meta  # lazy: torch, only for a report over trained runs
+
+    dirs = [str(d) for d in parse_list_flag(reward_dir, "--reward_dir")]
+    metas = [m for m in (reward_labels_meta(d) for d in dirs) if m is not None]
+    if any(m.get("stand_in") for m in metas):
+        return STAND_IN_ANNOTATOR
+    models = [m for m in metas if m.get("model")]
+    if not models:
+        return ""
+    mode = str(models[0].get("answer_mode") or "release")
+    model = str(models[0]["model"])
+    return LLM_ANNOTATOR.format(model=model if mode == "release" else f"{model}, {mode} answers")
 
 
 def column_label(results: Sequence[EvalResult]) -> str:
