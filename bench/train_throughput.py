@@ -37,6 +37,8 @@ Usage::
         --num_envs_per_worker 8 --max_episode_steps 500 --repeats 2    # the two encoders, smoke preset
     python -m bench.train_throughput --encoder_arch release --precision bf16 --baseline_precision fp32 \\
         --num_envs_per_worker 8 --max_episode_steps 500 --repeats 3    # bf16 against fp32, smoke preset
+    python -m bench.train_throughput --encoder_arch release --precision bf16 --worker_num_splits 1 \\
+        --baseline_worker_num_splits 2 --num_envs_per_worker 8 --max_episode_steps 500 --repeats 2  # inference batching
 
 With a precision pair the JSON line also holds ``precision``, ``baseline_precision``,
 ``precision_speedup`` (the env steps/s ratio, same as ``train_speedup``) and ``cpu_ratio`` (the baseline's
@@ -175,7 +177,8 @@ class MemorySampler(threading.Thread):
 
 
 def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse.Namespace, workdir: Path,
-              num_envs_per_worker: int, encoder_arch: str | None = None, precision: str | None = None) -> RunResult:
+              num_envs_per_worker: int, encoder_arch: str | None = None, precision: str | None = None,
+              worker_num_splits: int | None = None) -> RunResult:
     cmd = [
         sys.executable, "-m", "scripts.main", "--algo", "APPO", "--device", args.device,
         "--num_workers", "2", "--num_envs_per_worker", str(num_envs_per_worker),
@@ -189,6 +192,8 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
         cmd += ["--encoder_arch", encoder_arch]
     if precision is not None:  # likewise
         cmd += ["--precision", precision]
+    if worker_num_splits is not None:  # sample-factory's own flag (its default: 2)
+        cmd += ["--worker_num_splits", str(worker_num_splits)]
     log = workdir / f"{label}.log"
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -250,6 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare two precisions: the baseline runs are this tree with --precision set to this "
                         "value (no git worktree), alternated with this tree's runs; may go with "
                         "--baseline_encoder_arch")
+    p.add_argument("--worker_num_splits", type=int, default=None,
+                   help="sample-factory's --worker_num_splits for this tree's runs: how many groups each rollout "
+                        "worker's games are split into, each sending its own inference request (default: "
+                        "sample-factory's, 2). 1 sends all of a worker's games in one request: larger inference "
+                        "batches, no overlap of stepping and inference")
+    p.add_argument("--baseline_worker_num_splits", type=int, default=None,
+                   help="--worker_num_splits of the baseline's runs; given, the baseline is this tree with it "
+                        "(--worker_num_splits 1 --baseline_worker_num_splits 2 pairs the two)")
     p.add_argument("--repeats", type=int, default=1,
                    help="runs of each version, alternated; medians are reported (default: %(default)s)")
     p.add_argument("--num_envs_per_worker", type=int, default=4,
@@ -278,19 +291,28 @@ def main() -> None:
         p.error("--baseline_encoder_arch names the baseline's encoder: it cannot go with --no_baseline")
     if args.baseline_precision is not None and args.no_baseline:
         p.error("--baseline_precision names the baseline's precision: it cannot go with --no_baseline")
-    same_tree = args.baseline_encoder_arch is not None or args.baseline_precision is not None
+    if args.baseline_worker_num_splits is not None and args.no_baseline:
+        p.error("--baseline_worker_num_splits names the baseline's splits: it cannot go with --no_baseline")
+    for flag in ("worker_num_splits", "baseline_worker_num_splits"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            p.error(f"--{flag} must be at least 1")
+    same_tree = (args.baseline_encoder_arch is not None or args.baseline_precision is not None
+                 or args.baseline_worker_num_splits is not None)
     # a same-tree baseline differs in what its --baseline_* flags say and shares this tree's other flags
     base_arch = (args.baseline_encoder_arch or args.encoder_arch) if same_tree else args.baseline_encoder_arch
     base_precision = (args.baseline_precision or args.precision) if same_tree else args.baseline_precision
+    base_splits = (args.baseline_worker_num_splits or args.worker_num_splits) if same_tree else None
     baseline_name = " ".join(
         ([f"--encoder_arch {base_arch}"] if base_arch else []) + ([f"--precision {base_precision}"] if base_precision
-                                                                  else [])) if same_tree else args.baseline_ref
+                                                                  else [])
+        + ([f"--worker_num_splits {base_splits}"] if base_splits else [])) if same_tree else args.baseline_ref
 
     base_envs = args.baseline_num_envs_per_worker or args.num_envs_per_worker
     if base_envs < 1 or args.num_envs_per_worker < 1:
         p.error("--num_envs_per_worker and --baseline_num_envs_per_worker must be at least 1")
     current_flags = ([f"--encoder_arch {args.encoder_arch}"] if args.encoder_arch else []) + (
-        [f"--precision {args.precision}"] if args.precision else [])
+        [f"--precision {args.precision}"] if args.precision else []) + (
+        [f"--worker_num_splits {args.worker_num_splits}"] if args.worker_num_splits else [])
     current_name = f" ({' '.join(current_flags)})" if current_flags else ""
     results: list[RunResult] = []
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
@@ -311,10 +333,10 @@ def main() -> None:
                 if baseline_dir is not None:
                     print(f"baseline {baseline_name}: training {args.steps} env steps ...", flush=True)
                     results.append(train_run("baseline", baseline_dir, dirs, args, tmp_path / "runs", base_envs,
-                                             base_arch, base_precision))
+                                             base_arch, base_precision, base_splits))
                 print(f"this tree{current_name}: training {args.steps} env steps ...", flush=True)
                 results.append(train_run("current", REPO, dirs, args, tmp_path / "runs", args.num_envs_per_worker,
-                                         args.encoder_arch, args.precision))
+                                         args.encoder_arch, args.precision, args.worker_num_splits))
         finally:
             if baseline_dir is not None and not same_tree:
                 subprocess.run(["git", "worktree", "remove", "--force", str(baseline_dir)], cwd=REPO,
@@ -347,7 +369,8 @@ def main() -> None:
     figures = {
         "machine": machine, "device": args.device, "num_envs_per_worker": args.num_envs_per_worker,
         "steps": args.steps, "repeats": args.repeats, "max_episode_steps": args.max_episode_steps,
-        "encoder_arch": args.encoder_arch, "precision": args.precision, "fps": round(fps, 1),
+        "encoder_arch": args.encoder_arch, "precision": args.precision, "worker_num_splits": args.worker_num_splits,
+        "fps": round(fps, 1),
         "cpu_ms_per_step": round(1000 * float(np.median([r.cpu_s for r in current_runs])) / args.steps, 3),
         "cpu_ms_per_step_by_role": _by_role(current_runs, args.steps),
         "peak_rss_mb": round(max(current.rollout_peak_mb), 1) if current.rollout_peak_mb else None,
@@ -367,7 +390,8 @@ def main() -> None:
                        baseline_cpu_ms_per_step=round(base_cpu, 3),
                        baseline_num_envs_per_worker=base_envs)
         if same_tree:
-            figures.update(baseline_encoder_arch=base_arch, baseline_precision=base_precision)
+            figures.update(baseline_encoder_arch=base_arch, baseline_precision=base_precision,
+                           baseline_worker_num_splits=base_splits)
             if args.baseline_precision is not None:
                 figures.update(precision_speedup=round(speedup, 3),
                                cpu_ratio=round(base_cpu / figures["cpu_ms_per_step"], 3))
