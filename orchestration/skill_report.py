@@ -55,6 +55,8 @@ class SkillReportConfig:
 
 #: the column of the policy trained on the skills' own progress measures (--skill_reward progress)
 PROGRESS_COLUMN = "progress-trained"
+#: what a policy trained with --skill_reward progress is
+PROGRESS_NOTE = "the privileged progress diagnostic (each skill paid its own measure), not the method"
 
 
 def beats(a: dict, b: dict) -> Optional[bool]:
@@ -92,6 +94,8 @@ def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
                               "seed": int(config.seed), "policies": columns, "skills": {}}
     if progress_dir is not None:
         report["progress_policy_dir"] = str(progress_dir)
+    if getattr(base, "skill_reward", "llm") == "progress":  # the policy itself is the diagnostic: say so
+        report["trained_skill_reward"] = "progress"
     for skill in skills:
         overrides = ["--eval_skill", skill]
         if config.max_episode_steps:
@@ -150,7 +154,9 @@ def report_markdown(report: dict[str, Any]) -> str:
         "network with initial weights; `random`: uniformly random actions. Main measure in **bold**."
         + (f" `{PROGRESS_COLUMN}`: `{report['progress_policy_dir']}`, trained with `--skill_reward progress` (each "
            "skill paid its own measure: a privileged diagnostic and upper bound, not the method)."
-           if report.get("progress_policy_dir") else ""),
+           if report.get("progress_policy_dir") else "")
+        + (f" This policy was trained with `--skill_reward progress`: its `trained` column is {PROGRESS_NOTE}."
+           if report.get("trained_skill_reward") == "progress" else ""),
         "",
         "| skill | measure | " + " | ".join(pols) + " | trained > random |",
         "|---|---|" + "---|" * len(pols) + "---|",
@@ -223,7 +229,10 @@ def plot_skill_report(report: dict[str, Any], path: Path) -> None:
         ax.set_title(skill)
         ax.set_ylabel(m.replace("_", " "))
         ax.tick_params(axis="x", rotation=20)
-    fig.suptitle(f"skills held one at a time ({report['episodes']} episodes each, 95% CI)")
+    title = f"skills held one at a time ({report['episodes']} episodes each, 95% CI)"
+    if report.get("trained_skill_reward") == "progress":
+        title += "\ntrained: --skill_reward progress (a privileged diagnostic, not the method)"
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -1181,3 +1181,13 @@ def test_progress_run_trains_without_reward_models_and_gets_its_own_report_colum
     # an experiment that was not trained on the progress measures is refused, naming the flag
     bad = run_command(cmd + ["--progress_policy_dir", str(policy_dir)], tmp, env, timeout=120)
     assert bad.returncode == 2 and "--progress_policy_dir" in bad.stdout + bad.stderr
+    # the progress run's own report: its "trained" column is the diagnostic, and the report says so
+    own = [sys.executable, "-m", "scripts.skill_report", "--policy_dir", str(progress_dir), "--episodes", "1",
+           "--num_envs", "1", "--max_episode_steps", "20", "--skills", "discoverer", "--policies", "trained",
+           "--out", str(tmp / "progress_own"), "--no_progress"]
+    proc = run_command(own, tmp, env, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert json.loads((tmp / "progress_own" / "skill_report.json").read_text())["trained_skill_reward"] == "progress"
+    assert ("This policy was trained with `--skill_reward progress`: its `trained` column is the privileged "
+            "progress diagnostic") in (tmp / "progress_own" / "skill_report.md").read_text()
+    assert "trained_skill_reward" not in report  # the method's own report makes no such claim
