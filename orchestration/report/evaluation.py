@@ -133,7 +133,9 @@ def find_eval_results(root: str | Path) -> list[EvalResult]:
         elif name is not None:
             _as_baseline(result, name, Path(root), path, costs)
         elif not result.label and _experiment_label(path.parent.parent, own_labels):
-            result.label = own_labels[path.parent.parent]
+            own = own_labels[path.parent.parent]
+            # the root's annotation markers also know the answer mode, which the labels' metadata does not keep
+            result.label = LLM_ANNOTATOR.format(model=llm) if llm and own.startswith(LLM_ANNOTATOR_PREFIX) else own
         elif not result.label and stand_in:
             result.label = STAND_IN_ANNOTATOR
         elif not result.label and llm:
@@ -206,12 +208,8 @@ def _reward_models_label(reward_dir: object) -> str:
     metas = [m for m in (reward_labels_meta(d) for d in dirs) if m is not None]
     if any(m.get("stand_in") for m in metas):
         return STAND_IN_ANNOTATOR
-    models = [m for m in metas if m.get("model")]
-    if not models:
-        return ""
-    mode = str(models[0].get("answer_mode") or "release")
-    model = str(models[0]["model"])
-    return LLM_ANNOTATOR.format(model=model if mode == "release" else f"{model}, {mode} answers")
+    model = next((str(m["model"]) for m in metas if m.get("model")), None)
+    return LLM_ANNOTATOR.format(model=model) if model else ""
 
 
 def column_label(results: Sequence[EvalResult]) -> str:
