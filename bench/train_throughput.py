@@ -39,10 +39,13 @@ Usage::
         --num_envs_per_worker 8 --max_episode_steps 500 --repeats 3    # bf16 against fp32, smoke preset
     python -m bench.train_throughput --encoder_arch release --precision bf16 --worker_num_splits 1 \\
         --baseline_worker_num_splits 2 --num_envs_per_worker 8 --max_episode_steps 500 --repeats 2  # inference batching
+    python -m bench.train_throughput --encoder_arch release --precision bf16 --baseline_precision bf16 \
+        --num_envs_per_worker 16 --baseline_num_envs_per_worker 8 --max_episode_steps 500 --repeats 2  # games per worker
 
-With a precision pair the JSON line also holds ``precision``, ``baseline_precision``,
-``precision_speedup`` (the env steps/s ratio, same as ``train_speedup``) and ``cpu_ratio`` (the baseline's
-CPU ms per env step over this tree's: the speed-up that does not depend on the machine's other load).
+With a same-tree pair the JSON line also holds ``baseline_precision`` (and the baseline's other flags) and
+``cpu_ratio`` (the baseline's CPU ms per env step over this tree's: the speed-up that does not depend on the
+machine's other load); when the two precisions differ, ``precision_speedup`` too (the env steps/s ratio, same as
+``train_speedup``).
 """
 from __future__ import annotations
 
@@ -271,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline_num_envs_per_worker", type=int, default=None,
                    help="environments per rollout worker of the baseline's runs (default: --num_envs_per_worker; "
                         "4 was the smoke preset's at 9de1a54, so --num_envs_per_worker 8 "
-                        "--baseline_num_envs_per_worker 4 compares the smoke preset then and now)")
+                        "--baseline_num_envs_per_worker 4 compares the smoke preset then and now; on this tree "
+                        "alone, add a same-tree flag such as --baseline_precision equal to --precision)")
     p.add_argument("--max_episode_steps", type=int, default=2000, help="episode step limit (default: %(default)s)")
     p.add_argument("--warmup_reports", type=int, default=2,
                    help="10-second FPS reports skipped as warm-up (default: %(default)s)")
@@ -308,11 +312,16 @@ def main() -> None:
         + ([f"--worker_num_splits {base_splits}"] if base_splits else [])) if same_tree else args.baseline_ref
 
     base_envs = args.baseline_num_envs_per_worker or args.num_envs_per_worker
+    if same_tree and base_envs != args.num_envs_per_worker:
+        # the games per worker are then part of what the pair compares: name them
+        baseline_name = f"{baseline_name} --num_envs_per_worker {base_envs}".strip()
     if base_envs < 1 or args.num_envs_per_worker < 1:
         p.error("--num_envs_per_worker and --baseline_num_envs_per_worker must be at least 1")
     current_flags = ([f"--encoder_arch {args.encoder_arch}"] if args.encoder_arch else []) + (
         [f"--precision {args.precision}"] if args.precision else []) + (
         [f"--worker_num_splits {args.worker_num_splits}"] if args.worker_num_splits else [])
+    if same_tree and base_envs != args.num_envs_per_worker:
+        current_flags.append(f"--num_envs_per_worker {args.num_envs_per_worker}")
     current_name = f" ({' '.join(current_flags)})" if current_flags else ""
     results: list[RunResult] = []
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
@@ -392,9 +401,11 @@ def main() -> None:
         if same_tree:
             figures.update(baseline_encoder_arch=base_arch, baseline_precision=base_precision,
                            baseline_worker_num_splits=base_splits)
-            if args.baseline_precision is not None:
-                figures.update(precision_speedup=round(speedup, 3),
-                               cpu_ratio=round(base_cpu / figures["cpu_ms_per_step"], 3))
+            # the precision ratio only when the pair differs in precision (a same-precision baseline
+            # is also how two game counts are paired on this tree)
+            if args.baseline_precision is not None and base_precision != args.precision:
+                figures.update(precision_speedup=round(speedup, 3))
+            figures.update(cpu_ratio=round(base_cpu / figures["cpu_ms_per_step"], 3))
         else:
             figures.update(baseline_ref=args.baseline_ref)
     print(json.dumps(figures))
