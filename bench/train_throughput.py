@@ -39,7 +39,7 @@ Usage::
         --num_envs_per_worker 8 --max_episode_steps 500 --repeats 3    # bf16 against fp32, smoke preset
     python -m bench.train_throughput --encoder_arch release --precision bf16 --worker_num_splits 1 \\
         --baseline_worker_num_splits 2 --num_envs_per_worker 8 --max_episode_steps 500 --repeats 2  # inference batching
-    python -m bench.train_throughput --encoder_arch release --precision bf16 --baseline_precision bf16 \
+    python -m bench.train_throughput --encoder_arch release --precision bf16 --baseline_precision bf16 \\
         --num_envs_per_worker 16 --baseline_num_envs_per_worker 8 --max_episode_steps 500 --repeats 2  # games per worker
 
 With a same-tree pair the JSON line also holds ``baseline_precision`` (and the baseline's other flags) and
@@ -312,15 +312,16 @@ def main() -> None:
         + ([f"--worker_num_splits {base_splits}"] if base_splits else [])) if same_tree else args.baseline_ref
 
     base_envs = args.baseline_num_envs_per_worker or args.num_envs_per_worker
-    if same_tree and base_envs != args.num_envs_per_worker:
-        # the games per worker are then part of what the pair compares: name them
+    # a same-tree pair of game counts: the games per worker are part of what it compares, so both labels name them
+    pairs_games = same_tree and base_envs != args.num_envs_per_worker
+    if pairs_games:
         baseline_name = f"{baseline_name} --num_envs_per_worker {base_envs}".strip()
     if base_envs < 1 or args.num_envs_per_worker < 1:
         p.error("--num_envs_per_worker and --baseline_num_envs_per_worker must be at least 1")
     current_flags = ([f"--encoder_arch {args.encoder_arch}"] if args.encoder_arch else []) + (
         [f"--precision {args.precision}"] if args.precision else []) + (
         [f"--worker_num_splits {args.worker_num_splits}"] if args.worker_num_splits else [])
-    if same_tree and base_envs != args.num_envs_per_worker:
+    if pairs_games:
         current_flags.append(f"--num_envs_per_worker {args.num_envs_per_worker}")
     current_name = f" ({' '.join(current_flags)})" if current_flags else ""
     results: list[RunResult] = []
