@@ -26,6 +26,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from common.atomic_io import atomic_write_json, atomic_write_text
+from common.nethack.game_clock import active_game_clock
 from common.vocabulary import SKILLS
 from rl_baseline.sf.cfg import resolve_experiment_cfg
 from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
@@ -91,7 +92,8 @@ def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
             raise ValueError(f"--progress_policy_dir {progress_dir}: not trained with {', '.join(missing)}")
     columns = list(config.policies) + ([PROGRESS_COLUMN] if progress_dir is not None else [])
     report: dict[str, Any] = {"policy_dir": str(policy_dir), "episodes": int(config.episodes),
-                              "seed": int(config.seed), "policies": columns, "skills": {}}
+                              "seed": int(config.seed), "game_clock": active_game_clock(), "policies": columns,
+                              "skills": {}}
     if progress_dir is not None:
         report["progress_policy_dir"] = str(progress_dir)
     if getattr(base, "skill_reward", "llm") == "progress":  # the policy itself is the diagnostic: say so
@@ -152,6 +154,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"Policy `{report['policy_dir']}` (checkpoint at {report.get('env_steps')} env steps); each skill held "
         f"for {report['episodes']} episodes per policy; mean [95% CI] per episode. `untrained`: the same "
         "network with initial weights; `random`: uniformly random actions. Main measure in **bold**."
+        + (f" Games of seed {report.get('seed', 0)}; NetHack's clock {report['game_clock']}."
+           if report.get("game_clock") else "")
         + (f" `{PROGRESS_COLUMN}`: `{report['progress_policy_dir']}`, trained with `--skill_reward progress` (each "
            "skill paid its own measure: a privileged diagnostic and upper bound, not the method)."
            if report.get("progress_policy_dir") else "")

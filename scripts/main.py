@@ -50,9 +50,10 @@ if __package__ in (None, ""):  # run as a file (python scripts/main.py, ONI's sp
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # the project's imports come after the path above (which a run as a file needs to find them)
-from common.cli import USAGE, error
+from common.cli import FAILED, USAGE, MissingPackageError, error
 from common.interrupts import RECEIVED, interrupted_exit, sigterm_raises
 from common.llm import BackendError
+from common.nethack import game_clock
 from rl_baseline.sf.cfg import ConfigError, evaluates_root_env, forced_skill, resolve_cfg
 from rl_baseline.sf.checkpoints import CheckpointError
 
@@ -85,6 +86,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         cfg = resolve_cfg(argv)  # parsed, derived and validated once; the phases take it as it is
         if cfg.evaluation:
+            pinned = game_clock.parse_game_clock(cfg.game_clock)  # checked by resolve_cfg
+            try:
+                if pinned is not None and not game_clock.runs_under(pinned):
+                    return game_clock.rerun_under(pinned, "scripts.main", argv)
+            except MissingPackageError as exc:
+                return error(exc, USAGE)
+            except RuntimeError as exc:  # pinned, but the library did not load
+                return error(exc, FAILED)
             return _evaluate(cfg)
         from sample_factory.algo.utils.misc import ExperimentStatus  # lazy: sample-factory; only when training
 

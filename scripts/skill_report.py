@@ -8,7 +8,10 @@ with the skill's measures (rl_baseline/tasks/skill_measures.py). Writes
 ``skill_report.md`` (a table of mean and 95% CI per measure), ``skill_report.json`` and
 ``skill_report.png`` into ``--out`` (default: ``--policy_dir``, where the pipeline writes its own report
 and ``scripts.report`` looks for it; a note says when a report already there is replaced). The ascender
-starts on level 3 (wizard-mode level teleport). Exit status 2 on bad input (unknown skill, no checkpoint).
+starts on level 3 (wizard-mode level teleport). The games are played on NetHack's clock pinned at
+``--game_clock`` (default a fixed Wednesday noon), so reports made on other dates and hours play the same games;
+the command runs itself again under the pinned clock (libfaketime). Exit status 2 on bad input (unknown skill, no
+checkpoint, a malformed --game_clock).
 """
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from common.cli import ScriptParser, error
+from common.cli import FAILED, MissingPackageError, ScriptParser, error
+from common.nethack import game_clock
 from common.vocabulary import SKILLS
 from rl_baseline.sf.cfg import ConfigError
 
@@ -46,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None,
                    help="folder for skill_report.{md,json,png} (default: --policy_dir; a report already there is "
                         "replaced, with a note)")
+    p.add_argument("--game_clock", default=game_clock.DEFAULT_PINNED,
+                   help=game_clock.FLAG_HELP + " (default: "
+                        f"{game_clock.describe(game_clock.parse_game_clock(game_clock.DEFAULT_PINNED))})")
     p.add_argument("--no_progress", action="store_true", help="no progress bars")
     return p
 
@@ -65,6 +72,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from rl_baseline.sf.checkpoints import CheckpointError  # lazy: pulls in numpy
     from rl_baseline.sf.skill_eval import POLICY_KINDS  # lazy: pulls in NLE
 
+    try:
+        pinned = game_clock.parse_game_clock(args.game_clock)
+    except ValueError as exc:
+        return error(exc)
     skills = tuple(s for s in args.skills.split(",") if s)
     policies = tuple(p for p in args.policies.split(",") if p)
     bad = [p for p in policies if p not in POLICY_KINDS]
@@ -84,6 +95,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = Path(args.out) if args.out else policy_dir
     if out.exists() and not out.is_dir():
         return error(f"--out {out}: a file, not a folder")
+    try:
+        if pinned is not None and not game_clock.runs_under(pinned):
+            return game_clock.rerun_under(pinned, "scripts.skill_report", argv)
+    except MissingPackageError as exc:
+        return error(exc)
+    except RuntimeError as exc:
+        return error(exc, FAILED)
     replaced = existing_report(out)
     if replaced:  # the pipeline's report lives in the policy's folder: say so before it goes
         print(f"note: {out} already holds a skill report ({', '.join(replaced)}); this run replaces it "

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from bench.fixtures import TINY_MESSAGES, build_tiny_reward_dirs  # noqa: F401
+from common.nethack.game_clock import DEFAULT_PINNED
 from common.vocabulary import SKILLS
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime, initiation_window
@@ -752,9 +753,14 @@ def test_release_protocol_evaluation_runs_a_step_budget(trained):
     tmp, base, _, proc = trained
     assert proc.returncode == 0
     ev = run_main(base + ["--evaluation", "True", "--eval_target", "buc", "--eval_env_steps", "400",
-                          "--eval_num_envs", "2", "--eval_stats_avg", "3"], tmp)
+                          "--eval_num_envs", "2", "--eval_stats_avg", "3", "--game_clock", "2026-11-26 12:00:00"], tmp)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
     result = json.loads((tmp / "skill_policy" / "e2e" / "eval" / "buc_seed42.json").read_text())
+    # --game_clock: the evaluation ran itself again on NetHack's clock pinned at a full-moon noon (its log times
+    # show the pinned date: the whole process's clock) and its results say so
+    assert "running the command again under it" in ev.stdout
+    assert "[2026-11-26 12:0" in ev.stdout + ev.stderr
+    assert result["game_clock"] == "pinned at 2026-11-26 12:00:00, Thursday, full moon (Luck +1)"
     assert result["protocol"] == result["episodes_ended_by"] == "release"
     assert result["run"]["env_step_budget"] == result["run"]["env_steps_run"] == 400
     assert result["run"]["num_envs"] == 2
@@ -1112,6 +1118,9 @@ def test_skill_report_compares_trained_untrained_and_random(trained):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads((policy_dir / "skill_report.json").read_text())
     assert list(report["skills"]) == list(SKILLS)
+    # the games are played on NetHack's clock pinned at the default date (the command ran itself again under it)
+    assert "running the command again under it" in proc.stdout
+    assert report["game_clock"].startswith(f"pinned at {DEFAULT_PINNED}, Wednesday")
     for skill, entry in report["skills"].items():
         assert set(entry["policies"]) == {"trained", "untrained", "random"}
         for kind, result in entry["policies"].items():
@@ -1127,15 +1136,18 @@ def test_skill_report_compares_trained_untrained_and_random(trained):
     assert "| descender | **levels_descended** |" in md and "| trained | untrained | random |" in md
     assert "| skill | policy | median length | most taken actions | endings |" in md
     assert "| discoverer | random |" in md
+    assert f"NetHack's clock pinned at {DEFAULT_PINNED}" in md
     assert (policy_dir / "skill_report.png").stat().st_size > 0
     # --out writes the report elsewhere, leaving the policy folder's (the pipeline's) as it was; it had no --out and
     # replaced the pipeline's report without a word
     before = (policy_dir / "skill_report.json").read_bytes()
-    proc = run_command(cmd + ["--skills", "discoverer", "--policies", "random", "--out", str(tmp / "elsewhere")],
-                       tmp, env, timeout=240)
+    proc = run_command(cmd + ["--skills", "discoverer", "--policies", "random", "--out", str(tmp / "elsewhere"),
+                              "--game_clock", "real"], tmp, env, timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "note:" not in proc.stdout and (policy_dir / "skill_report.json").read_bytes() == before
-    assert list(json.loads((tmp / "elsewhere" / "skill_report.json").read_text())["skills"]) == ["discoverer"]
+    elsewhere = json.loads((tmp / "elsewhere" / "skill_report.json").read_text())
+    assert list(elsewhere["skills"]) == ["discoverer"] and elsewhere["game_clock"].startswith("real: ")
+    assert "running the command again" not in proc.stdout
     # bad input: a folder without a trained experiment, an unknown skill; nothing is written
     for extra, needle in ((["--policy_dir", str(tmp)], "config.json"),
                           (["--policy_dir", str(policy_dir), "--skills", "juggler"], "juggler")):

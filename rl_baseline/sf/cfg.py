@@ -75,6 +75,7 @@ from code_generation.loader import module_path
 from common.cli import ScriptParser
 from common.flag_checks import TRAINING_SIZES, FlagError, at_least, check_training_sizes
 from common.llm import CODER_MODEL, BackendError
+from common.nethack import game_clock
 from common.precision import PRECISIONS, PrecisionChoice, PrecisionError, resolve_precision
 from common.vocabulary import ALL_TASKS, EVAL_TASKS, NUM_SKILLS, SKILLS
 from rl_baseline.baselines.flags import (
@@ -269,6 +270,10 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--eval_start_depth", type=int, default=-1,
                    help="forced-skill evaluation: dungeon level each episode starts on, reached by wizard-mode "
                         "level teleport after reset (-1: 3 for the ascender, 1 for the other skills)")
+    g.add_argument("--game_clock", type=str, default=game_clock.REAL,
+                   help=game_clock.FLAG_HELP + f". Evaluation only (training keeps the machine's clock); default "
+                        f"{game_clock.REAL}, the release's; for comparable evaluations pin one, for example "
+                        f"'{game_clock.DEFAULT_PINNED}' (scripts.skill_report's default)")
     g.add_argument("--save_video", type=str2bool, default=False,
                    help="during evaluation, save a GIF of the first episode rendered from the tty screen")
     g.add_argument("--save_every_steps", type=int, default=0,
@@ -373,7 +378,7 @@ EVAL_POLICIES = ("trained", "untrained", "random")
 
 #: evaluation flags that come from the evaluating command, never from the saved training configuration
 EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs",
-              "eval_deterministic_actions", "eval_policy", "save_video", "eval_skill", "eval_start_depth", "eval_dir",
+              "eval_deterministic_actions", "eval_policy", "game_clock", "save_video", "eval_skill", "eval_start_depth", "eval_dir",
               "meta_policy", "meta_llm_backend", "meta_llm_model", "meta_llm_base_url", "meta_llm_replay",
               "meta_llm_record", "meta_llm_cache_dir", "meta_llm_temperature", "meta_llm_max_tokens",
               "meta_llm_num_gpus", "meta_llm_server_gpus", "meta_llm_method")
@@ -631,6 +636,13 @@ def check_command_line(cfg: argparse.Namespace) -> None:
     if eval_skill != NO_TASK and eval_skill not in SKILLS:
         raise ConfigError(f"--eval_skill {eval_skill!r}: expected one of {', '.join(SKILLS)} or none")
     check_meta_policy_flags(cfg)
+    try:
+        pinned = game_clock.parse_game_clock(getattr(cfg, "game_clock", game_clock.REAL) or game_clock.REAL)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    if pinned is not None and not cfg.evaluation:
+        raise ConfigError(f"--game_clock {cfg.game_clock!r} pins the clock of an evaluation (--evaluation True); "
+                          f"training keeps the machine's clock, as the release does (--game_clock {game_clock.REAL})")
     if cfg.evaluation and eval_skill == NO_TASK:
         check_eval_args(cfg)
     elif cfg.evaluation:  # forced-skill evaluation: a number of episodes, whatever --eval_protocol says

@@ -56,6 +56,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from common.atomic_io import atomic_write_json
+from common.nethack.game_clock import active_game_clock
 from common.vocabulary import TASK_MEASURE, check_eval_target
 from rl_baseline.baselines.llm_policy.client import shared_client
 from rl_baseline.baselines.llm_policy.cost import CostClock, cost_section, update_cost_json
@@ -225,6 +226,7 @@ def evaluate(cfg: Any) -> dict:
     summary.update(
         code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(checkpoint),
         env_steps=env_steps, deterministic=bool(cfg.eval_deterministic_actions), policy=kind,
+        game_clock=active_game_clock(),
     )
     if kind != "trained":
         # a reference, named as such: never read as the experiment's own result
@@ -298,7 +300,7 @@ def evaluate_root_env(cfg: Any) -> dict:
             env.close()
     summary = summarize_root(cfg.root_env, run, protocol, int(cfg.eval_stats_avg))
     summary.update(experiment=cfg.experiment, checkpoint=str(acting.checkpoint), env_steps=acting.env_steps,
-                   max_episode_steps=int(cfg.max_episode_steps), policy=kind)
+                   max_episode_steps=int(cfg.max_episode_steps), policy=kind, game_clock=active_game_clock())
     if kind != "trained":
         summary["experiment"] = f"{cfg.experiment} ({kind})"
     path = atomic_write_json(eval_dir(cfg) / f"{cfg.root_env}.json", summary)

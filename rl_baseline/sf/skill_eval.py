@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
 from common.nethack.actions import ACTION_NAMES
+from common.nethack.game_clock import active_game_clock
 from rl_baseline.envs.seeding import evaluation_game_seed, seed_run
 from rl_baseline.sf.cfg import EVAL_POLICIES, ConfigError, SkillEnvConfig, forced_skill, require_resolved
 from rl_baseline.sf.evaluate import eval_dir
@@ -278,7 +279,7 @@ def evaluate_skill(cfg: Any) -> dict:
                                        seed=int(cfg.seed or 0))
     summary = result.summary()
     summary.update(experiment=cfg.experiment, checkpoint=info["checkpoint"], env_steps=info["env_steps"],
-                   start_depth=info["start_depth"],
+                   start_depth=info["start_depth"], game_clock=active_game_clock(),
                    start_note="wizard-mode level teleport after reset" if info["start_depth"] > 1 else "level 1")
     path = atomic_write_json(eval_dir(cfg) / f"skill_{skill}.json", summary)
     parts = ", ".join(f"{m} {format_measure(s)}" for m, s in summary["measures"].items())
