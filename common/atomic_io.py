@@ -15,6 +15,12 @@ from typing import Any, Callable
 import numpy as np
 
 
+def user_cache_dir() -> Path:
+    """This user's folder for files the project derives and can rebuild at any time (the rendered NetHack options
+    file, the preloaded clock library): under the temporary folder, keyed by user so users do not share it."""
+    return Path(tempfile.gettempdir()) / f"maestromotif-{os.getuid()}"
+
+
 def current_umask() -> int:
     """The process's umask, read without changing it where Linux shows it (``os.umask`` can only be read
     by setting it, which races with other threads creating files)."""

@@ -18,12 +18,11 @@ import importlib.util
 import os
 import subprocess
 import sys
-import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Optional, Sequence
 
-from common.atomic_io import atomic_write_bytes
+from common.atomic_io import atomic_write_bytes, user_cache_dir
 from common.cli import MissingPackageError
 
 #: the machine's own clock (the release's behaviour)
@@ -133,14 +132,15 @@ def hide_dynamic_symbols(elf: bytes, names: Sequence[bytes]) -> bytes:
 def preload_library() -> Path:
     """A copy of the bundled libfaketime whose :data:`CLASHING_SYMBOLS` are hidden, cached by the original's
     content under the temporary folder (the installed package is left as it is)."""
-    original = _bundled_library().read_bytes()
+    bundled = _bundled_library()
+    original = bundled.read_bytes()
     digest = hashlib.sha1(original).hexdigest()[:10]
-    target = Path(tempfile.gettempdir()) / f"maestromotif-{os.getuid()}" / "libfaketime" / digest / "libfaketime.so.1"
+    target = user_cache_dir() / "libfaketime" / digest / "libfaketime.so.1"
     if not target.is_file():
         try:
             patched = hide_dynamic_symbols(original, CLASHING_SYMBOLS)
         except ValueError as exc:
-            raise MissingPackageError(f"{_bundled_library()}: {exc}; install libfaketime==2.1.0") from exc
+            raise MissingPackageError(f"{bundled}: {exc}; install libfaketime==2.1.0") from exc
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, patched)
     return target

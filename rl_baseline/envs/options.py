@@ -12,10 +12,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from pathlib import Path
 
-from common.atomic_io import atomic_write_text
+from common.atomic_io import atomic_write_text, user_cache_dir
 
 OPTIONS_FILE = Path(__file__).with_name("nethackrc")
 
@@ -80,7 +79,7 @@ def nle_options(playername: str, wizard: bool = False,
         lines.append("OPTIONS=playmode:debug")
     content = "\n".join(lines) + "\n"
     digest = hashlib.sha1(content.encode()).hexdigest()[:10]
-    root = Path(cache_dir) if cache_dir else Path(tempfile.gettempdir()) / f"maestromotif-{os.getuid()}"
+    root = Path(cache_dir) if cache_dir else user_cache_dir()
     directory = root / digest
     stem = str(directory / "rc")
     # The exact string NLE will hand to NetHack after joining its own additions.
