@@ -246,6 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="git commit or branch to compare with, checked out in a temporary worktree "
                         "(default: %(default)s, where the throughput work started)")
     p.add_argument("--no_baseline", action="store_true", help="measure this tree only")
+    p.add_argument("--baseline_ref_with_these_flags", action="store_true",
+                   help="run the --baseline_ref commit with this tree's --encoder_arch, --precision and "
+                        "--worker_num_splits too (a commit that knows them): two commits at the same settings, "
+                        "such as a change to the bf16 path measured against the commit before it")
     p.add_argument("--encoder_arch", type=str, default=None, choices=ENCODER_ARCHS,
                    help="policy encoder of this tree's runs (default: scripts.main's default)")
     p.add_argument("--baseline_encoder_arch", type=str, default=None, choices=ENCODER_ARCHS,
@@ -302,6 +306,9 @@ def main() -> None:
             p.error(f"--{flag} must be at least 1")
     same_tree = (args.baseline_encoder_arch is not None or args.baseline_precision is not None
                  or args.baseline_worker_num_splits is not None)
+    if args.baseline_ref_with_these_flags and (same_tree or args.no_baseline):
+        p.error("--baseline_ref_with_these_flags runs the --baseline_ref commit: it cannot go with --no_baseline or a "
+                "--baseline_* flag that makes this tree the baseline")
     # a same-tree baseline differs in what its --baseline_* flags say and shares this tree's other flags
     base_arch = (args.baseline_encoder_arch or args.encoder_arch) if same_tree else args.baseline_encoder_arch
     base_precision = (args.baseline_precision or args.precision) if same_tree else args.baseline_precision
@@ -310,6 +317,12 @@ def main() -> None:
         ([f"--encoder_arch {base_arch}"] if base_arch else []) + ([f"--precision {base_precision}"] if base_precision
                                                                   else [])
         + ([f"--worker_num_splits {base_splits}"] if base_splits else [])) if same_tree else args.baseline_ref
+    if args.baseline_ref_with_these_flags:  # the commit, with this tree's flags
+        base_arch, base_precision, base_splits = args.encoder_arch, args.precision, args.worker_num_splits
+        same_flags = " ".join(([f"--encoder_arch {base_arch}"] if base_arch else [])
+                              + ([f"--precision {base_precision}"] if base_precision else [])
+                              + ([f"--worker_num_splits {base_splits}"] if base_splits else []))
+        baseline_name = f"{args.baseline_ref} ({same_flags})" if same_flags else args.baseline_ref
 
     base_envs = args.baseline_num_envs_per_worker or args.num_envs_per_worker
     # a same-tree pair of game counts: the games per worker are part of what it compares, so both labels name them
@@ -408,7 +421,10 @@ def main() -> None:
                 figures.update(precision_speedup=round(speedup, 3))
             figures.update(cpu_ratio=round(base_cpu / figures["cpu_ms_per_step"], 3))
         else:
-            figures.update(baseline_ref=args.baseline_ref)
+            figures.update(baseline_ref=args.baseline_ref, cpu_ratio=round(base_cpu / figures["cpu_ms_per_step"], 3))
+            if args.baseline_ref_with_these_flags:
+                figures.update(baseline_encoder_arch=base_arch, baseline_precision=base_precision,
+                               baseline_worker_num_splits=base_splits)
     print(json.dumps(figures))
 
 

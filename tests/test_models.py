@@ -486,6 +486,43 @@ def test_release_encoder_padding_cache_follows_weight_updates():
         before = after
 
 
+def test_release_encoder_inference_copy_computes_each_message_once_per_weights():
+    """The inference worker's frozen copy computes each distinct message once per weights version: repeated and
+    already-seen messages come from the cache with the values of the layers as written; a weights update (as
+    sample-factory's load_state_dict after each learner step) computes them again; a trainable network (the
+    learner, with or without gradients) never caches."""
+    enc = _release_encoder().eval()
+    computed: list[int] = []
+    compute = enc.message_features
+    enc.message_features = lambda message: computed.append(int(message.shape[0])) or compute(message)
+    batch = _random_batch([0, 10, 70, 0, 5])
+    batch["message"][2] = batch["message"][1]  # one message twice in a batch
+    with torch.no_grad():
+        enc(batch)
+    assert enc._message_cache == {} and computed == [5], "a trainable network must not cache"
+    for p in enc.parameters():
+        p.requires_grad_(False)  # sample-factory's inference copy
+    computed.clear()
+    with torch.no_grad():
+        first = enc(batch)
+        assert computed == [3]  # empty, the repeated message, the other one
+        assert torch.allclose(first, enc.forward_by_layers(batch), atol=1e-5)
+        second_batch = _random_batch([10, 33], seed=7)
+        second_batch["message"][0] = batch["message"][1]  # seen in the first batch
+        second = enc(second_batch)
+        assert computed == [3, 1]
+        assert torch.allclose(second, enc.forward_by_layers(second_batch), atol=1e-5)
+        assert torch.equal(enc(batch), first)  # all from the cache
+        assert computed == [3, 1]
+        state = {k: v.clone() for k, v in enc.state_dict().items()}
+        state["msg_fc.0.bias"] += 0.25
+        enc.load_state_dict(state)  # in place: the cache is stale
+        updated = enc(batch)
+        assert computed == [3, 1, 3]
+        assert not torch.allclose(updated, first)
+        assert torch.allclose(updated, enc.forward_by_layers(batch), atol=1e-5)
+
+
 def test_default_configuration_builds_the_releases_encoder(sf_model_factory):
     """scripts.main without --encoder_arch trains the release's network (core input 803 with 5 skills);
     --encoder_arch project is this repository's smaller one."""

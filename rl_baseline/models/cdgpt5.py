@@ -24,7 +24,8 @@ its normalised blstats: the recurrent core sees the skill directly.
 (:mod:`rl_baseline.sf.release_policy`); see that class. It computes the release's function
 with two shortcuts tested against the layers as written (:meth:`ReleaseEncoder.forward_by_layers`):
 the message CNN runs on the bytes a message holds, not on its 256 zero-padded bytes, and the
-crop is rendered straight into channels-last memory.
+crop is rendered straight into channels-last memory. Its inference copy computes each distinct
+message once per weights version (:meth:`ReleaseEncoder.message_embedding`).
 
 Sample-factory adds its own core (GRU with the paper's defaults) and
 action/value heads; the core's input size is ``encoder.get_out_size()``. Both encoders
@@ -486,6 +487,8 @@ class ReleaseEncoder(Encoder):
         self.out_size = mc.crop_fc + mc.stats_hidden + self.stats_in_size + 2 * h
         self.compute_dtype = compute_dtype(cfg)  # --precision (rl_baseline.models.autocast)
         self._atlas_cache: dict[tuple, torch.Tensor] = {}  # see _scaled_atlas
+        self._message_cache: dict[bytes, torch.Tensor] = {}  # see message_embedding
+        self._message_cache_version: tuple = ()
         logger.info("release encoder: %d parameters, %d skills, %d features", sum(p.numel() for p in self.parameters()),
                     self.num_skills, self.out_size)
 
@@ -560,7 +563,7 @@ class ReleaseEncoder(Encoder):
         crop = self.crop_fc(self.crop_cnn(self.pixels(obs_dict["crop_chars"], obs_dict["crop_colors"])))
         stats_in = self.stats_input(obs_dict)
         stats = self.stats_mlp(stats_in)
-        msg = self.msg_fc(self.message_features(obs_dict["message"]))
+        msg = self.message_embedding(obs_dict["message"])
         return torch.cat([crop, stats, stats_in, msg], dim=1)
 
     def forward_by_layers(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -574,6 +577,43 @@ class ReleaseEncoder(Encoder):
         msg = self.msg_embed(obs_dict["message"].long().clamp(0, 255)).transpose(1, 2)
         msg = self.msg_fc(self.msg_cnn(self.msg_conv1(msg)))
         return torch.cat([crop, stats, stats_in, msg], dim=1)
+
+    # -- one message's features once per weights, in the inference worker -------------------------
+    #: distinct messages kept per weights version (:meth:`message_embedding`); more, and the cache starts again
+    MESSAGE_CACHE_SIZE: int = 4096
+
+    def message_embedding(self, message: torch.Tensor) -> torch.Tensor:
+        """The message branch's output [B, 128]: ``msg_fc(message_features(message))``.
+
+        In a frozen copy on the CPU (the inference worker's: no parameter requires a gradient, none is
+        wanted) each distinct message is computed once per weights version and autocast state and then read
+        from a cache, which a weights update (sample-factory loads the learner's weights after each of its
+        steps) empties. Messages repeat within the few hundred env steps between two updates (a wall bumped
+        into, "You see here ..."), and at inference batches of a few observations the message CNN's cost is
+        its some 40 small operations per call, not its arithmetic: precision does not change it. Everywhere
+        else (the learner, evaluations that build a trainable network, a GPU) the branch is computed as is."""
+        if (torch.is_grad_enabled() or message.device.type != "cpu" or message.shape[0] == 0
+                or self.msg_fc[0].weight.requires_grad):
+            return self.msg_fc(self.message_features(message))
+        params = [self.msg_embed.weight, *(p for layer in self._message_layers() for p in layer.parameters()),
+                  *self.msg_fc.parameters()]
+        version = (torch.is_autocast_enabled("cpu"),
+                   tuple((p._version, p.data_ptr(), p.dtype) for p in params))
+        if self._message_cache_version != version or len(self._message_cache) > self.MESSAGE_CACHE_SIZE:
+            self._message_cache = {}
+            self._message_cache_version = version
+        cache = self._message_cache
+        keys = [row.tobytes() for row in message.numpy()]
+        missing: dict[bytes, int] = {}
+        for i, key in enumerate(keys):
+            if key not in cache and key not in missing:
+                missing[key] = i
+        if missing:
+            rows = torch.tensor(list(missing.values()), dtype=torch.long)
+            computed = self.msg_fc(self.message_features(message[rows]))
+            for key, value in zip(missing, computed):
+                cache[key] = value
+        return torch.stack([cache[key] for key in keys])
 
     # -- the message CNN on the bytes that matter ------------------------------------------------
     #: message length buckets of :meth:`message_features` (bytes up to the last non-zero one): each
