@@ -486,6 +486,20 @@ def test_release_encoder_padding_cache_follows_weight_updates():
         before = after
 
 
+def test_release_encoder_computes_a_repeated_message_once_with_the_same_gradients():
+    """A learner batch computes the message branch on its distinct messages only: same outputs and same
+    gradients (a repeated message's is the sum of its rows') as the layers as written over every row."""
+    enc = _release_encoder()
+    batch = _random_batch([0, 12, 40, 0, 90, 7] * 8, seed=3)
+    for i in range(6, 48):
+        batch["message"][i] = batch["message"][i % 6]  # six messages, each eight times
+    computed: list[int] = []
+    compute = enc.message_features
+    enc.message_features = lambda message: computed.append(int(message.shape[0])) or compute(message)
+    assert_same_outputs_and_gradients(enc, enc(batch), enc.forward_by_layers(batch), atol=1e-4, rtol=1e-3)
+    assert computed == [5]  # the empty message and four others
+
+
 def test_release_encoder_inference_copy_computes_each_message_once_per_weights():
     """The inference worker's frozen copy computes each distinct message once per weights version: repeated and
     already-seen messages come from the cache with the values of the layers as written; a weights update (as
@@ -499,7 +513,7 @@ def test_release_encoder_inference_copy_computes_each_message_once_per_weights()
     batch["message"][2] = batch["message"][1]  # one message twice in a batch
     with torch.no_grad():
         enc(batch)
-    assert enc._message_cache == {} and computed == [5], "a trainable network must not cache"
+    assert enc._message_cache == {} and computed == [3], "a trainable network must not cache"
     for p in enc.parameters():
         p.requires_grad_(False)  # sample-factory's inference copy
     computed.clear()

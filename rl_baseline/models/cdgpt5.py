@@ -583,18 +583,27 @@ class ReleaseEncoder(Encoder):
     MESSAGE_CACHE_SIZE: int = 4096
 
     def message_embedding(self, message: torch.Tensor) -> torch.Tensor:
-        """The message branch's output [B, 128]: ``msg_fc(message_features(message))``.
+        """The message branch's output [B, 128]: ``msg_fc(message_features(message))``, computed once per
+        distinct message.
 
-        In a frozen copy on the CPU (the inference worker's: no parameter requires a gradient, none is
-        wanted) each distinct message is computed once per weights version and autocast state and then read
-        from a cache, which a weights update (sample-factory loads the learner's weights after each of its
-        steps) empties. Messages repeat within the few hundred env steps between two updates (a wall bumped
-        into, "You see here ..."), and at inference batches of a few observations the message CNN's cost is
-        its some 40 small operations per call, not its arithmetic: precision does not change it. Everywhere
-        else (the learner, evaluations that build a trainable network, a GPU) the branch is computed as is."""
-        if (torch.is_grad_enabled() or message.device.type != "cpu" or message.shape[0] == 0
-                or self.msg_fc[0].weight.requires_grad):
+        On the CPU the branch runs on the batch's distinct messages and is indexed back to its rows (the same
+        values; a repeated message's gradient is the sum of its rows', as computed row by row): a learner batch
+        holds a few dozen distinct messages among its hundreds of observations (a wall bumped into, "You see
+        here ..."). In a frozen copy (the inference worker's: no parameter requires a gradient, none is wanted)
+        each distinct message is also kept from one call to the next, until a weights update (sample-factory
+        loads the learner's weights after each of its steps) empties the cache: at inference batches of a few
+        observations the message CNN's cost is its some 40 small operations per call, not its arithmetic, and
+        precision does not change it. On a GPU the branch is computed as is."""
+        if message.device.type != "cpu" or message.shape[0] == 0:
             return self.msg_fc(self.message_features(message))
+        if torch.is_grad_enabled() or self.msg_fc[0].weight.requires_grad:
+            rows = np.ascontiguousarray(message.numpy())
+            keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            if len(first) == len(keys):
+                return self.msg_fc(self.message_features(message))
+            distinct = self.msg_fc(self.message_features(message[torch.from_numpy(first)]))
+            return distinct[torch.from_numpy(inverse.reshape(-1))]
         params = [self.msg_embed.weight, *(p for layer in self._message_layers() for p in layer.parameters()),
                   *self.msg_fc.parameters()]
         version = (torch.is_autocast_enabled("cpu"),
