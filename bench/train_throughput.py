@@ -11,7 +11,9 @@ this tree itself, trained with that ``--encoder_arch`` (no worktree): ``--encode
 --baseline_encoder_arch project`` compares the release's network with the project's under the
 same settings. With ``--baseline_precision`` the baseline is this tree trained with that ``--precision``:
 ``--encoder_arch release --precision bf16 --baseline_precision fp32`` pairs bfloat16 autocast against float32
-on the release's network (both flags can be given together).
+on the release's network (both flags can be given together). With ``--baseline_ref_with_these_flags`` the
+baseline commit runs with this tree's ``--encoder_arch``, ``--precision`` and ``--worker_num_splits``: a change to
+the bf16 path measured against the commit before it.
 
 For each run it prints the sustained env steps/s (sample-factory's 10-second FPS reports
 after ``--warmup_reports``, averaged) and the memory of every process of the run, sampled

@@ -46,6 +46,7 @@ from orchestration.phases import (
     display_path,
     precision_args,
     skill_training_args,
+    worker_split_args,
 )
 
 #: the root environment of the single-task baselines: its reward is the in-game score (Motif's NetHackScore)
@@ -87,6 +88,7 @@ def _sf_args(cfg: PipelineConfig) -> list[str]:
     """sample-factory sizes and the paper's learner settings of a baseline's training run."""
     args = ["--algo", "APPO", "--device", cfg.device, "--num_workers", str(cfg.num_workers),
             "--num_envs_per_worker", str(cfg.num_envs_per_worker), "--batch_size", str(cfg.batch_size)]
+    args += worker_split_args(cfg)
     if cfg.rollout:
         args += ["--rollout", str(cfg.rollout)]
     args += precision_args(cfg)

@@ -64,6 +64,10 @@ class PipelineConfig:
     train_for_env_steps: int = 40_000
     num_workers: int = 2
     num_envs_per_worker: int = 4
+    # sample-factory's --worker_num_splits: the groups each rollout worker's games are split into, each sending
+    # its own inference request; 0 keeps sample-factory's default (2, the release's). The CPU presets' 1 sends a
+    # worker's games in one request: larger inference batches (docs/performance.md)
+    worker_num_splits: int = 0
     batch_size: int = 512
     rollout: int = 32
     max_episode_steps: int = 500
@@ -199,6 +203,7 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
         "--num_envs_per_worker", str(cfg.num_envs_per_worker),
         "--batch_size", str(cfg.batch_size),
     ]
+    args += worker_split_args(cfg)
     if cfg.rollout:
         args += ["--rollout", str(cfg.rollout)]
     args += precision_args(cfg)
@@ -218,6 +223,11 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
     else:
         args += ["--stats_avg", "4", "--experiment_summaries_interval", "5"]
     return args
+
+
+def worker_split_args(cfg: PipelineConfig) -> list[str]:
+    """``--worker_num_splits`` of a training run; none where the preset keeps sample-factory's default."""
+    return ["--worker_num_splits", str(cfg.worker_num_splits)] if cfg.worker_num_splits else []
 
 
 def precision_args(cfg: PipelineConfig) -> list[str]:

@@ -84,20 +84,23 @@ PRESETS: dict[str, dict] = {
     "smoke": dict(out_dir="train_dir/pipeline_smoke", num_pairs=300, reward_epochs=5, train_for_env_steps=40_000,
                   max_episode_steps=500, eval_episodes=6, eval_num_envs=2, experiment="smoke",
                   save_best_after=10_000, reward_small_model=False, precision="auto",
-                  # 8 games per worker: inference batches twice as large, about 1.5x the env steps/s of 4
-                  # on 2 cores (python -m bench.train_throughput --num_envs_per_worker 4 / 8)
-                  num_envs_per_worker=8, skill_report_episodes=3),
+                  # 16 games per worker in one inference request each: the inference worker's batches four
+                  # times those of 8 games in sample-factory's 2 requests; on 2 cores x1.26 and x1.06
+                  # (python -m bench.train_throughput, docs/performance.md), learning as 8 games do
+                  num_envs_per_worker=16, worker_num_splits=1, skill_report_episodes=3),
     # the composition run on 2 CPU cores: the release's 10,000-step training episodes (with 1,000-step ones the
     # training policy's 500 discoverer turns filled most episodes and the descender hardly ran), the
     # discoverer's budget cut to 100 game turns (a named deviation: lives here end near 450 steps, inside the
     # release's 500 turns; docs/results.md), 10M env steps
-    # of skill training (about 3 hours at the ~950 env steps/s of bf16 at smoke settings), the nine tasks under the release's protocol at a
-    # CPU budget of 300k env steps each, and the skill report on 40 episodes of at most 1,000 steps (the games
+    # of skill training (about 2 hours at the ~1,500 env steps/s of bf16 with 16 games per worker in one
+    # request; the runs in docs/results.md were trained with 8 games in 2, about 3 hours), the nine tasks under
+    # the release's protocol at a CPU budget of 300k env steps each, and the skill report on 40 episodes of at most 1,000 steps (the games
     # of the earlier reports; a held skill from the first turn)
     "learn": dict(out_dir="train_dir/pipeline_learn", num_pairs=2000, reward_epochs=10,
                   train_for_env_steps=10_000_000, max_episode_steps=10_000, eval_protocol="release",
                   eval_env_steps=300_000, eval_episodes=10, eval_num_envs=16, experiment="learn",
-                  reward_small_model=False, num_envs_per_worker=8, precision="auto", discoverer_turns=100,
+                  reward_small_model=False, num_envs_per_worker=16, worker_num_splits=1, precision="auto",
+                  discoverer_turns=100,
                   skill_report_episodes=40, skill_report_max_episode_steps=1000),
     # the test suite's run: every phase, as small as it gets
     "ci": dict(out_dir="train_dir/pipeline_ci", num_pairs=40, reward_epochs=2, reward_batch_size=16,
@@ -156,8 +159,12 @@ def make_config(preset: str, **overrides: object) -> PipelineConfig:
         check_training_sizes(cfg, ("train_for_env_steps", "num_workers", "num_envs_per_worker", "batch_size"))
         for name in ("eval_episodes", "eval_env_steps", "reward_epochs"):
             at_least(name, getattr(cfg, name), 1)
+        at_least("worker_num_splits", cfg.worker_num_splits, 0)
     except FlagError as exc:
         raise PipelineError(str(exc)) from exc
+    if cfg.worker_num_splits and cfg.num_envs_per_worker % cfg.worker_num_splits:
+        raise PipelineError(f"--worker_num_splits {cfg.worker_num_splits} must divide --num_envs_per_worker "
+                            f"{cfg.num_envs_per_worker} (sample-factory splits each worker's games evenly)")
     if preset != "paper" and cfg.num_pairs < 2:
         raise PipelineError(f"--num_pairs must be at least 2, got {cfg.num_pairs}")
     return cfg

@@ -123,6 +123,24 @@ def test_paper_plan_has_the_paper_settings(capsys):
     assert "heuristic" not in text and "replay" not in text
 
 
+def test_cpu_presets_send_each_workers_games_in_one_inference_request(capsys):
+    """The smoke and learn presets train with 16 games per rollout worker in one inference request each
+    (docs/performance.md); the paper and ci presets keep sample-factory's split (2, the release's); a split that
+    does not divide the games is refused naming the flag."""
+    for preset in ("smoke", "learn"):
+        train = parse(next(p for p in build_plan(make_config(preset)) if p.stage == "train"))
+        assert (train.num_envs_per_worker, train.worker_num_splits) == (16, 1), preset
+    for preset in ("paper", "ci"):
+        train = next(p for p in build_plan(make_config(preset)) if p.stage == "train")
+        assert "--worker_num_splits" not in train.args and parse(train).worker_num_splits == 2, preset
+    with pytest.raises(PipelineError, match="--worker_num_splits 3 must divide --num_envs_per_worker 16"):
+        make_config("smoke", worker_num_splits=3)
+    assert pipeline_cli.main(["--preset", "smoke", "--worker_num_splits", "3", "--dry_run"]) == 2
+    assert "--worker_num_splits 3" in capsys.readouterr().err
+    train = parse(next(p for p in build_plan(make_config("smoke", worker_num_splits=2)) if p.stage == "train"))
+    assert train.worker_num_splits == 2
+
+
 def test_meta_policy_check_phase(capsys, tmp_path):
     assert pipeline_cli.main(["--check_meta_policies", "--tasks", "gnomish,buc"]) == 0
     assert "all 2 meta-policies passed" in capsys.readouterr().out

@@ -482,13 +482,11 @@ class ReleaseEncoder(Encoder):
         with torch.no_grad():
             msg_out = int(self.msg_cnn(self.msg_conv1(torch.zeros(1, e, MESSAGE_SIZE))).shape[1])
         self.msg_positions = msg_out // h  # the message CNN's output positions (5)
-        self._weight_cache: dict[str, tuple[tuple, Any]] = {}  # see _padding_values
+        self._weight_cache: dict[str, tuple[tuple, Any]] = {}  # see _padding_values and message_embedding
         self.msg_fc = nn.Sequential(nn.Linear(msg_out, 2 * h), nn.ReLU())
         self.out_size = mc.crop_fc + mc.stats_hidden + self.stats_in_size + 2 * h
         self.compute_dtype = compute_dtype(cfg)  # --precision (rl_baseline.models.autocast)
         self._atlas_cache: dict[tuple, torch.Tensor] = {}  # see _scaled_atlas
-        self._message_cache: dict[bytes, torch.Tensor] = {}  # see message_embedding
-        self._message_cache_version: tuple = ()
         logger.info("release encoder: %d parameters, %d skills, %d features", sum(p.numel() for p in self.parameters()),
                     self.num_skills, self.out_size)
 
@@ -604,14 +602,11 @@ class ReleaseEncoder(Encoder):
                 return self.msg_fc(self.message_features(message))
             distinct = self.msg_fc(self.message_features(message[torch.from_numpy(first)]))
             return distinct[torch.from_numpy(inverse.reshape(-1))]
-        params = [self.msg_embed.weight, *(p for layer in self._message_layers() for p in layer.parameters()),
-                  *self.msg_fc.parameters()]
-        version = (torch.is_autocast_enabled("cpu"),
-                   tuple((p._version, p.data_ptr(), p.dtype) for p in params))
-        if self._message_cache_version != version or len(self._message_cache) > self.MESSAGE_CACHE_SIZE:
-            self._message_cache = {}
-            self._message_cache_version = version
-        cache = self._message_cache
+        params = (self.msg_embed.weight, *(p for layer in self._message_layers() for p in layer.parameters()),
+                  *self.msg_fc.parameters())
+        cache: dict[bytes, torch.Tensor] = _cached_on_weights(self._weight_cache, "messages", params, dict)
+        if len(cache) > self.MESSAGE_CACHE_SIZE:
+            cache.clear()
         keys = [row.tobytes() for row in message.numpy()]
         missing: dict[bytes, int] = {}
         for i, key in enumerate(keys):
