@@ -24,8 +24,9 @@ its normalised blstats: the recurrent core sees the skill directly.
 (:mod:`rl_baseline.sf.release_policy`); see that class. It computes the release's function
 with two shortcuts tested against the layers as written (:meth:`ReleaseEncoder.forward_by_layers`):
 the message CNN runs on the bytes a message holds, not on its 256 zero-padded bytes, and the
-crop is rendered straight into channels-last memory. Its inference copy computes each distinct
-message once per weights version (:meth:`ReleaseEncoder.message_embedding`).
+crop is rendered straight into channels-last memory. A batch's repeated messages are computed once,
+and the inference copy keeps each distinct message until the weights change
+(:meth:`ReleaseEncoder.message_embedding`).
 
 Sample-factory adds its own core (GRU with the paper's defaults) and
 action/value heads; the core's input size is ``encoder.get_out_size()``. Both encoders
@@ -576,7 +577,7 @@ class ReleaseEncoder(Encoder):
         msg = self.msg_fc(self.msg_cnn(self.msg_conv1(msg)))
         return torch.cat([crop, stats, stats_in, msg], dim=1)
 
-    # -- one message's features once per weights, in the inference worker -------------------------
+    # -- each distinct message once: per batch, and per weights version in the inference worker ------
     #: distinct messages kept per weights version (:meth:`message_embedding`); more, and the cache starts again
     MESSAGE_CACHE_SIZE: int = 4096
 
@@ -585,9 +586,9 @@ class ReleaseEncoder(Encoder):
         distinct message.
 
         On the CPU the branch runs on the batch's distinct messages and is indexed back to its rows (the same
-        values; a repeated message's gradient is the sum of its rows', as computed row by row): a learner batch
-        holds a few dozen distinct messages among its hundreds of observations (a wall bumped into, "You see
-        here ..."). In a frozen copy (the inference worker's: no parameter requires a gradient, none is wanted)
+        values; a repeated message's gradient is the sum of its rows', as computed row by row): messages repeat
+        (a wall bumped into, "You see here ..."; in 32 steps of 16 games played at random only one non-empty
+        message in five is new, docs/performance.md). In a frozen copy (the inference worker's: no parameter requires a gradient, none is wanted)
         each distinct message is also kept from one call to the next, until a weights update (sample-factory
         loads the learner's weights after each of its steps) empties the cache: at inference batches of a few
         observations the message CNN's cost is its some 40 small operations per call, not its arithmetic, and
