@@ -80,7 +80,8 @@ SMALL_PRESET_ANNOTATORS: dict[str, tuple[str, str, str]] = {
 
 
 PRESETS: dict[str, dict] = {
-    # about 3 to 5 minutes on 2 CPU cores (measured 180 s: collect 24 s, reward 24 s, train 64 s, eval 64 s)
+    # about 3 minutes on 2 CPU cores (measured 174 s in a fresh clone, 2026-11-27: collect 31 s, reward 22 s,
+    # train 38 s, eval 59 s, skill report 17 s)
     "smoke": dict(out_dir="train_dir/pipeline_smoke", num_pairs=300, reward_epochs=5, train_for_env_steps=40_000,
                   max_episode_steps=500, eval_episodes=6, eval_num_envs=2, experiment="smoke",
                   save_best_after=10_000, reward_small_model=False, precision="auto",
