@@ -240,6 +240,13 @@ def _mb(values: list[float]) -> str:
     return ", ".join(f"{v:.0f}" for v in values) if values else "n/a"
 
 
+def _flag_words(encoder_arch: str | None, precision: str | None, worker_num_splits: int | None) -> list[str]:
+    """The scripts.main flags a run is given beyond the shared settings, as the bench's labels name them."""
+    return (([f"--encoder_arch {encoder_arch}"] if encoder_arch else [])
+            + ([f"--precision {precision}"] if precision else [])
+            + ([f"--worker_num_splits {worker_num_splits}"] if worker_num_splits else []))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line of this script (the docs' commands are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -315,15 +322,10 @@ def main() -> None:
     base_arch = (args.baseline_encoder_arch or args.encoder_arch) if same_tree else args.baseline_encoder_arch
     base_precision = (args.baseline_precision or args.precision) if same_tree else args.baseline_precision
     base_splits = (args.baseline_worker_num_splits or args.worker_num_splits) if same_tree else None
-    baseline_name = " ".join(
-        ([f"--encoder_arch {base_arch}"] if base_arch else []) + ([f"--precision {base_precision}"] if base_precision
-                                                                  else [])
-        + ([f"--worker_num_splits {base_splits}"] if base_splits else [])) if same_tree else args.baseline_ref
+    baseline_name = " ".join(_flag_words(base_arch, base_precision, base_splits)) if same_tree else args.baseline_ref
     if args.baseline_ref_with_these_flags:  # the commit, with this tree's flags
         base_arch, base_precision, base_splits = args.encoder_arch, args.precision, args.worker_num_splits
-        same_flags = " ".join(([f"--encoder_arch {base_arch}"] if base_arch else [])
-                              + ([f"--precision {base_precision}"] if base_precision else [])
-                              + ([f"--worker_num_splits {base_splits}"] if base_splits else []))
+        same_flags = " ".join(_flag_words(base_arch, base_precision, base_splits))
         baseline_name = f"{args.baseline_ref} ({same_flags})" if same_flags else args.baseline_ref
 
     base_envs = args.baseline_num_envs_per_worker or args.num_envs_per_worker
@@ -333,9 +335,7 @@ def main() -> None:
         baseline_name = f"{baseline_name} --num_envs_per_worker {base_envs}".strip()
     if base_envs < 1 or args.num_envs_per_worker < 1:
         p.error("--num_envs_per_worker and --baseline_num_envs_per_worker must be at least 1")
-    current_flags = ([f"--encoder_arch {args.encoder_arch}"] if args.encoder_arch else []) + (
-        [f"--precision {args.precision}"] if args.precision else []) + (
-        [f"--worker_num_splits {args.worker_num_splits}"] if args.worker_num_splits else [])
+    current_flags = _flag_words(args.encoder_arch, args.precision, args.worker_num_splits)
     if pairs_games:
         current_flags.append(f"--num_envs_per_worker {args.num_envs_per_worker}")
     current_name = f" ({' '.join(current_flags)})" if current_flags else ""
@@ -413,7 +413,8 @@ def main() -> None:
         figures.update(pair_speedups=pairs)
         figures.update(baseline_fps=round(base, 1), train_speedup=round(speedup, 3),
                        baseline_cpu_ms_per_step=round(base_cpu, 3),
-                       baseline_num_envs_per_worker=base_envs)
+                       baseline_num_envs_per_worker=base_envs,
+                       cpu_ratio=round(base_cpu / figures["cpu_ms_per_step"], 3))
         if same_tree:
             figures.update(baseline_encoder_arch=base_arch, baseline_precision=base_precision,
                            baseline_worker_num_splits=base_splits)
@@ -421,9 +422,8 @@ def main() -> None:
             # is also how two game counts are paired on this tree)
             if args.baseline_precision is not None and base_precision != args.precision:
                 figures.update(precision_speedup=round(speedup, 3))
-            figures.update(cpu_ratio=round(base_cpu / figures["cpu_ms_per_step"], 3))
         else:
-            figures.update(baseline_ref=args.baseline_ref, cpu_ratio=round(base_cpu / figures["cpu_ms_per_step"], 3))
+            figures.update(baseline_ref=args.baseline_ref)
             if args.baseline_ref_with_these_flags:
                 figures.update(baseline_encoder_arch=base_arch, baseline_precision=base_precision,
                                baseline_worker_num_splits=base_splits)
