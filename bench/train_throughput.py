@@ -73,6 +73,8 @@ PRECISIONS = ("auto", "fp32", "bf16")  # scripts.main's --precision (common.prec
 
 REPO = Path(__file__).resolve().parents[1]
 FPS_RE = re.compile(r"Fps is \(10 sec: ([0-9.nan]+)")
+#: sample-factory's last line: env steps collected and the rate over the whole run
+OVERALL_FPS_RE = re.compile(r"Collected \{0: \d+\}, FPS: ([0-9.]+)")
 # sample-factory's line naming each worker process: "LearnerWorker_p0\tpid 123\tparent 100"
 WORKER_PID_RE = re.compile(r"(LearnerWorker|InferenceWorker|ROLLOUT worker)[^\t\n]*\tpid (\d+)")
 ROLES = {"LearnerWorker": "learner", "InferenceWorker": "inference", "ROLLOUT worker": "rollout"}
@@ -218,9 +220,15 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
         raise SystemExit(f"{label}: training run failed with status {rc} (log {log})")
     fps = [float(x) for x in FPS_RE.findall(text) if x != "nan"]
     sustained = fps[args.warmup_reports:] or fps
+    if sustained:
+        rate = float(np.mean(sustained))
+    else:  # ended before sample-factory's first 10-second report: its whole-run figure, start-up included
+        overall = OVERALL_FPS_RE.findall(text)
+        rate = float(overall[-1]) if overall else float("nan")
+        print(f"{label}: no 10-second FPS report (a run this short ends before one); env steps/s is sample-factory's "
+              f"figure over the whole run, start-up included: use a larger --steps for a sustained rate", flush=True)
     peak, growth, other = sampler.summary()
-    return RunResult(label, float(np.mean(sustained)) if sustained else float("nan"), len(sustained), wall, cpu,
-                     peak, growth, other, sampler.cpu_by_role(text))
+    return RunResult(label, rate, len(sustained), wall, cpu, peak, growth, other, sampler.cpu_by_role(text))
 
 
 def _children_cpu_s() -> float:
