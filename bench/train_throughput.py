@@ -2,7 +2,7 @@
 encoder against the other in this tree, in one run.
 
 Both versions train the same skill policy with the same settings (those of
-``scripts.pipeline --preset smoke``: 2 rollout workers, ``--num_envs_per_worker`` envs each,
+``scripts.pipeline --preset smoke``: ``--num_workers`` rollout workers, ``--num_envs_per_worker`` envs each,
 batch 512, rollout 32, the exploration policy over skills, five reward models) on the same
 five tiny reward models, one after the other on this machine. The baseline is checked out
 with ``git worktree`` (``--baseline_ref``, default the commit on which the throughput work
@@ -43,6 +43,9 @@ Usage::
         --baseline_worker_num_splits 2 --num_envs_per_worker 8 --max_episode_steps 500 --repeats 2  # inference batching
     python -m bench.train_throughput --encoder_arch release --precision bf16 --baseline_precision bf16 \\
         --num_envs_per_worker 16 --baseline_num_envs_per_worker 8 --max_episode_steps 500 --repeats 2  # games per worker
+    python -m bench.train_throughput --encoder_arch release --precision bf16 --baseline_precision bf16 \\
+        --worker_num_splits 1 --num_envs_per_worker 16 --num_workers 3 --baseline_num_workers 2 \\
+        --max_episode_steps 500 --repeats 3    # rollout workers
 
 With a same-tree pair the JSON line also holds ``baseline_precision`` (and the baseline's other flags) and
 ``cpu_ratio`` (the baseline's CPU ms per env step over this tree's: the speed-up that does not depend on the
@@ -185,10 +188,10 @@ class MemorySampler(threading.Thread):
 
 def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse.Namespace, workdir: Path,
               num_envs_per_worker: int, encoder_arch: str | None = None, precision: str | None = None,
-              worker_num_splits: int | None = None) -> RunResult:
+              worker_num_splits: int | None = None, num_workers: int = 2) -> RunResult:
     cmd = [
         sys.executable, "-m", "scripts.main", "--algo", "APPO", "--device", args.device,
-        "--num_workers", "2", "--num_envs_per_worker", str(num_envs_per_worker),
+        "--num_workers", str(num_workers), "--num_envs_per_worker", str(num_envs_per_worker),
         "--batch_size", "512", "--rollout", "32", "--reward_scale", "0.1", "--obs_scale", "255.0",
         "--max_episode_steps", str(args.max_episode_steps), "--seed", "2", "--code_seed", "42",
         "--reward_dir", repr(reward_dirs), "--extrinsic_reward", "0.0", "--llm_reward", "0.1",
@@ -289,9 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "(--worker_num_splits 1 --baseline_worker_num_splits 2 pairs the two)")
     p.add_argument("--repeats", type=int, default=1,
                    help="runs of each version, alternated; medians are reported (default: %(default)s)")
+    p.add_argument("--num_workers", type=int, default=2,
+                   help="rollout worker processes of this tree's runs (default: %(default)s)")
+    p.add_argument("--baseline_num_workers", type=int, default=None,
+                   help="rollout worker processes of the baseline's runs (default: --num_workers); on this tree "
+                        "alone, add a same-tree flag such as --baseline_precision equal to --precision")
     p.add_argument("--num_envs_per_worker", type=int, default=4,
                    help="environments per rollout worker of this tree's runs (default: %(default)s; the smoke "
-                        "preset now uses 8)")
+                        "preset uses 16)")
     p.add_argument("--baseline_num_envs_per_worker", type=int, default=None,
                    help="environments per rollout worker of the baseline's runs (default: --num_envs_per_worker; "
                         "4 was the smoke preset's at 9de1a54, so --num_envs_per_worker 8 "
@@ -337,15 +345,23 @@ def main() -> None:
         baseline_name = f"{args.baseline_ref} ({same_flags})" if same_flags else args.baseline_ref
 
     base_envs = args.baseline_num_envs_per_worker or args.num_envs_per_worker
-    # a same-tree pair of game counts: the games per worker are part of what it compares, so both labels name them
+    base_workers = args.baseline_num_workers or args.num_workers
+    # a same-tree pair of game or worker counts: they are part of what it compares, so both labels name them
     pairs_games = same_tree and base_envs != args.num_envs_per_worker
+    pairs_workers = same_tree and base_workers != args.num_workers
     if pairs_games:
         baseline_name = f"{baseline_name} --num_envs_per_worker {base_envs}".strip()
+    if pairs_workers:
+        baseline_name = f"{baseline_name} --num_workers {base_workers}".strip()
     if base_envs < 1 or args.num_envs_per_worker < 1:
         p.error("--num_envs_per_worker and --baseline_num_envs_per_worker must be at least 1")
+    if base_workers < 1 or args.num_workers < 1:
+        p.error("--num_workers and --baseline_num_workers must be at least 1")
     current_flags = _flag_words(args.encoder_arch, args.precision, args.worker_num_splits)
     if pairs_games:
         current_flags.append(f"--num_envs_per_worker {args.num_envs_per_worker}")
+    if pairs_workers:
+        current_flags.append(f"--num_workers {args.num_workers}")
     current_name = f" ({' '.join(current_flags)})" if current_flags else ""
     results: list[RunResult] = []
     with tempfile.TemporaryDirectory(prefix="bench_train_") as tmp:
@@ -366,10 +382,11 @@ def main() -> None:
                 if baseline_dir is not None:
                     print(f"baseline {baseline_name}: training {args.steps} env steps ...", flush=True)
                     results.append(train_run("baseline", baseline_dir, dirs, args, tmp_path / "runs", base_envs,
-                                             base_arch, base_precision, base_splits))
+                                             base_arch, base_precision, base_splits, base_workers))
                 print(f"this tree{current_name}: training {args.steps} env steps ...", flush=True)
                 results.append(train_run("current", REPO, dirs, args, tmp_path / "runs", args.num_envs_per_worker,
-                                         args.encoder_arch, args.precision, args.worker_num_splits))
+                                         args.encoder_arch, args.precision, args.worker_num_splits,
+                                         args.num_workers))
         finally:
             if baseline_dir is not None and not same_tree:
                 subprocess.run(["git", "worktree", "remove", "--force", str(baseline_dir)], cwd=REPO,
@@ -378,7 +395,9 @@ def main() -> None:
     machine = machine_description()
     envs = (f"{args.num_envs_per_worker} envs" if base_envs == args.num_envs_per_worker else
             f"{args.num_envs_per_worker} envs (baseline {base_envs})")
-    print(f"\nmachine: {machine}; {envs} x 2 workers, batch 512, rollout 32, episodes of at most "
+    workers = (f"{args.num_workers} workers" if base_workers == args.num_workers else
+               f"{args.num_workers} workers (baseline {base_workers})")
+    print(f"\nmachine: {machine}; {envs} x {workers}, batch 512, rollout 32, episodes of at most "
           f"{args.max_episode_steps} steps, device {args.device}")
     if same_tree:
         print(f"baseline: this tree with {baseline_name or 'the defaults'}; current: this tree with "
@@ -400,7 +419,8 @@ def main() -> None:
     current = current_runs[-1]
     fps = float(np.median([r.fps for r in current_runs]))
     figures = {
-        "machine": machine, "device": args.device, "num_envs_per_worker": args.num_envs_per_worker,
+        "machine": machine, "device": args.device, "num_workers": args.num_workers,
+        "num_envs_per_worker": args.num_envs_per_worker,
         "steps": args.steps, "repeats": args.repeats, "max_episode_steps": args.max_episode_steps,
         "encoder_arch": args.encoder_arch, "precision": args.precision, "worker_num_splits": args.worker_num_splits,
         "fps": round(fps, 1),
@@ -421,7 +441,7 @@ def main() -> None:
         figures.update(pair_speedups=pairs)
         figures.update(baseline_fps=round(base, 1), train_speedup=round(speedup, 3),
                        baseline_cpu_ms_per_step=round(base_cpu, 3),
-                       baseline_num_envs_per_worker=base_envs,
+                       baseline_num_envs_per_worker=base_envs, baseline_num_workers=base_workers,
                        cpu_ratio=round(base_cpu / figures["cpu_ms_per_step"], 3))
         if same_tree:
             figures.update(baseline_encoder_arch=base_arch, baseline_precision=base_precision,
