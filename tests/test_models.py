@@ -464,6 +464,7 @@ def test_release_encoder_fast_path_is_the_layers_as_written(lengths):
         batch["message"][0, 3] = 0  # a zero byte inside a message counts as part of it
     pixels = enc.pixels(batch["crop_chars"], batch["crop_colors"])
     assert torch.equal(pixels, enc.render(batch["crop_chars"], batch["crop_colors"]).float() * (1.0 / 255.0))
+    assert pixels.is_contiguous(memory_format=torch.channels_last)  # written in place, no copy before the CNN
     assert_same_outputs_and_gradients(enc, enc(batch), enc.forward_by_layers(batch), atol=1e-4, rtol=1e-3)
 
 
