@@ -556,7 +556,7 @@ class ReleaseEncoder(Encoder):
         cached = self._atlas_cache.get(key)
         if cached is None:
             scaled = (self.atlas.float() * (1.0 / 255.0)).to(dtype)  # [glyphs, CELL, CELL, 3]
-            cached = self._atlas_cache[key] = scaled.reshape(-1, CELL * 3).contiguous()
+            cached = self._atlas_cache[key] = scaled.reshape(-1, CELL * 3)
         return cached
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
