@@ -12,9 +12,12 @@ The policy part is either
 
 It is joined with the ``skill_precondition`` / ``skill_termination`` methods (from the
 generation run's ``_seed{N}/skill_functions.py`` when it produced them; else each method
-from ``{task}/skill_functions.py`` when the task defines it there, which only the exploration
-task does, on purpose; else from the one shared copy ``parts/skill_functions.py``) and the
-task's ``initial_values.txt`` (``set_initial_values``; a ``set_initial_values`` of the
+from ``{task}/skill_functions.py`` when the task defines it there, on purpose; else from the
+one shared copy ``parts/skill_functions.py``), for a hand-written reference also with the
+navigation methods of ``parts/navigation.py`` that the reference does not define itself
+(``select_skill``, ``explore_then_move``, ``reach_gnomish_mines``, ``reach_dungeons_of_doom``:
+the release's ways of moving through the dungeon, shared by the ten references), and with the task's
+``initial_values.txt`` (``set_initial_values``; a ``set_initial_values`` of the
 generated class is kept as ``generated_initial_values`` and called first) into
 ``{out_root}/{task}/seed{N}/execution.py`` (with ``__init__.py`` files so it imports
 as a package module). The result is checked with the validator the run-time uses,
@@ -60,7 +63,10 @@ class CombineResult:
 
 REFERENCE_PART = "reference_policy.py"
 SHARED_SKILL_PART = "parts/skill_functions.py"
+NAVIGATION_PART = "parts/navigation.py"
 SKILL_METHODS = ("skill_precondition", "skill_termination")
+#: joined into hand-written references that do not define them (a reference may override one)
+NAVIGATION_METHODS = ("select_skill", "explore_then_move", "reach_gnomish_mines", "reach_dungeons_of_doom")
 JOINED_METHODS = SKILL_METHODS + ("set_initial_values",)
 
 
@@ -140,12 +146,16 @@ def _generated_header(task: str, seed: int, label: str) -> str:
             f"# `python -m scripts.combine`. Interface: see rl_baseline/skills/meta_policy.py.\n\n")
 
 
-def _reference_header(task: str, seed: int, origin: dict[str, str]) -> str:
+def _reference_header(task: str, seed: int, origin: dict[str, str], navigation: tuple[str, ...]) -> str:
     # the project's rule: a hand-written meta-policy is labelled as such wherever it is used
     if len(set(origin.values())) == 1:
         skills = [f"#   skill functions     {next(iter(origin.values()))}"]
     else:
         skills = [f"#   {name:19s} {path}" for name, path in origin.items()]
+    if navigation == NAVIGATION_METHODS:
+        skills.append(f"#   navigation          code_generation/{NAVIGATION_PART}")
+    elif navigation:
+        skills.append(f"#   {', '.join(navigation)}  code_generation/{NAVIGATION_PART}")
     return "\n".join([
         f"# Policy over skills for the \"{task}\" task, seed {seed}.",
         "# HAND-WRITTEN REFERENCE, not written by a language model. Built from these parts",
@@ -201,6 +211,13 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
         tree = ast.parse(policy)
         classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == PLAYER_CLASS]
     cls = classes[-1]
+    navigation: tuple[str, ...] = ()
+    navigation_source = ""
+    if reference:
+        own = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+        navigation = tuple(name for name in NAVIGATION_METHODS if name not in own)
+        if navigation:
+            navigation_source = _methods(base / NAVIGATION_PART, navigation) + "\n\n"
     skill_part = run_dir / "skill_functions.py"
     if not reference and skill_part.is_file():
         skill_functions = _methods(skill_part, SKILL_METHODS)
@@ -208,7 +225,7 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
     else:
         skill_functions, origin = _part_skill_functions(base, task)
         if reference:
-            header = _reference_header(task, seed, origin)
+            header = _reference_header(task, seed, origin, navigation)
         elif len(set(origin.values())) == 1:
             header = _generated_header(task, seed, f"reference skill functions of {next(iter(origin.values()))}")
         else:
@@ -224,7 +241,7 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
             lines[row] = lines[row].replace("def set_initial_values(", "def generated_initial_values(", 1)
         head, _, rest = initial.partition("\n")
         initial = head + "\n    self.generated_initial_values()\n" + rest
-    added = skill_functions + "\n\n" + initial
+    added = navigation_source + skill_functions + "\n\n" + initial
     insert_at = cls.end_lineno or len(lines)
     body = textwrap.indent(added, "    ")
     joined = lines[:insert_at] + ["", "    # --- joined by scripts.combine ---", body] + lines[insert_at:]

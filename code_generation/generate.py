@@ -172,9 +172,7 @@ def _generate_skill_functions(client: Backend, prompts: TaskPrompts, config: Gen
         "    def set_initial_values(self):\n"
         "        self.discoverer_skill_steps = 500\n"
         "        self.merchant_skill_steps = 10000\n"
-        "        self.worshipper_skill_steps = 10000\n"
-        "        self.use_merchant = True\n"
-        "        self.use_worshipper = True\n\n\n"
+        "        self.worshipper_skill_steps = 10000\n\n\n"
         "check_skill_functions(SkillFunctionsUnderTest)\n"
         "print('UNIT TEST PASSED')\n"
     )

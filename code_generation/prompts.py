@@ -32,7 +32,6 @@ TASK_FILES = ("initial_prompt.txt", "check_prompt.txt", "rewrite_prompt.txt", "i
 TASK_HOOKS: dict[str, dict[str, int]] = {
     "goldenexit": {"update_gold": 1, "defeat_monster": 0},
     "levelupsell": {"update_xp_level": 1},
-    "discoveryhunger": {"update_hunger": 1},
 }
 # Attributes a composite task's class must set (checked in the source text).
 TASK_ATTRIBUTES: dict[str, tuple[str, ...]] = {"discoveryhunger": ("eaten_food",)}

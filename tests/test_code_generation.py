@@ -93,8 +93,8 @@ def test_every_task_has_its_prompt_files():
         assert "def set_initial_values(self):" in prompts.initial_values
         assert (prompts.attributes is not None) == (task in COMPOSITE_TASKS)
     exploration = TaskPrompts.load("exploration", existing_class_source("exploration", 42)).initial
-    assert "select_skill_dungeons" in exploration and "select_skill_mines" in exploration
-    assert "select_skill_dungeons" in existing_class_source("gnomish", 42)  # eval tasks see the training class
+    assert "reach_dungeons_of_doom" in exploration and "reach_gnomish_mines" in exploration
+    assert "reach_gnomish_mines" in existing_class_source("gnomish", 42)  # eval tasks see the training class
 
 
 def test_extract_code_and_verdict():

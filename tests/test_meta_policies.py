@@ -90,18 +90,26 @@ def test_update_state_maps_info_to_the_hooks():
     golden.reset()
     assert golden.player.monsters_defeated == 0
     hunger = meta_policy.load("discoveryhunger", 42)
-    hunger.update_state({"just_eaten": True, "dungeon_number": 0, "hunger": 2})
-    assert hunger.player.eaten_food is False and hunger.player.hunger == 2
-    hunger.update_state({"just_eaten": True, "dungeon_number": 2, "hunger": 1})
+    hunger.update_state({"just_eaten": True, "dungeon_number": 0})
+    assert hunger.player.eaten_food is False
+    hunger.update_state({"just_eaten": True, "dungeon_number": 2})
     assert hunger.player.eaten_food is True
     gnomish = meta_policy.load("gnomish", 42)
     for depth, dungeon in ((1, 0), (2, 0), (3, 0), (4, 2)):
-        gnomish.update_state({"depth": depth, "dungeon_number": dungeon})
-    assert gnomish.player.branch_depth == 3  # inferred: the Mines were entered from depth 3
+        gnomish.update_state({"depth": depth, "dungeon_number": dungeon, "branch_depth": -2})
+    assert gnomish.player.branch_depth == -2  # entering the Mines by itself tells nothing (as in the release)
+    gnomish.skill_ended("discoverer", 3, 2)
+    assert gnomish.player.branch_depth == -2  # only the descender's end tells
+    gnomish.skill_ended("descender", 3, 2)
+    assert gnomish.player.branch_depth == 3  # a descender that ended in the Mines started on the entrance level
     gnomish.update_state({"depth": 5, "dungeon_number": 2, "branch_depth": 4})
-    assert gnomish.player.branch_depth == 4  # reported by the env: wins
+    assert gnomish.player.branch_depth == 3  # once known it stays
     gnomish.reset()
     assert gnomish.player.branch_depth == -2
+    gnomish.skill_ended("descender", 2, 0)
+    assert gnomish.player.branch_depth == -2  # a descent within the Dungeons of Doom tells nothing
+    gnomish.update_state({"depth": 2, "dungeon_number": 0, "branch_depth": 2})
+    assert gnomish.player.branch_depth == 2  # the env saw two down staircases on level 2
     level = meta_policy.load("levelupsell", 42)
     level.update_state({"xp_level": 4})
     assert level.player.xp_level == 4

@@ -1,8 +1,8 @@
 """The shipped meta-policies are exactly what ``scripts.combine --reference`` builds from their parts.
 
 Parts: ``code_generation/{task}/reference_policy.py`` (the hand-written policy), the skill
-functions (one shared copy in ``code_generation/parts/skill_functions.py``; the exploration
-task's own ``skill_termination`` in ``code_generation/exploration/skill_functions.py``) and
+functions (one shared copy in ``code_generation/parts/skill_functions.py``), the navigation
+methods (one shared copy in ``code_generation/parts/navigation.py``) and
 ``code_generation/{task}/initial_values.txt``. Editing a shipped module by hand, or a part
 without rebuilding the modules, fails here; rebuild with
 ``python -m scripts.combine --task TASK --seed 42 --reference --force``.
@@ -18,7 +18,14 @@ import numpy as np
 import pytest
 
 from code_generation import loader
-from code_generation.combine import JOINED_METHODS, REFERENCE_PART, CombineError, build_module, combine
+from code_generation.combine import (
+    JOINED_METHODS,
+    NAVIGATION_METHODS,
+    REFERENCE_PART,
+    CombineError,
+    build_module,
+    combine,
+)
 from code_generation.prompts import PROMPT_DIR
 from common.vocabulary import ALL_TASKS, TRAINING_TASK
 from rl_baseline.skills import meta_policy
@@ -52,7 +59,7 @@ def _definitions(text: str) -> list[str]:
 
 
 def test_skill_functions_live_once_in_the_parts():
-    where: dict[str, list[str]] = {name: [] for name in JOINED_METHODS}
+    where: dict[str, list[str]] = {name: [] for name in JOINED_METHODS + NAVIGATION_METHODS}
     for path in sorted(PROMPT_DIR.rglob("*")):
         rel = path.relative_to(PROMPT_DIR)
         if path.suffix not in (".py", ".txt") or any(p.startswith("_seed") or p == "__pycache__" for p in rel.parts):
@@ -61,25 +68,30 @@ def test_skill_functions_live_once_in_the_parts():
             if name in where:
                 where[name].append(rel.as_posix())
     assert where["skill_precondition"] == ["parts/skill_functions.py"]
-    # the training policy ends skills its own way, on purpose (see that file's comment)
-    assert sorted(where["skill_termination"]) == [f"{TRAINING_TASK}/skill_functions.py", "parts/skill_functions.py"]
+    # every task, the training policy included, ends skills as the release's modules do
+    assert where["skill_termination"] == ["parts/skill_functions.py"]
     assert sorted(where["set_initial_values"]) == sorted(f"{t}/initial_values.txt" for t in ALL_TASKS)
+    # the release's ways through the dungeon live once; discoveryhunger's select_skill differs on purpose
+    for name in NAVIGATION_METHODS:
+        expected = ["parts/navigation.py"] + (["discoveryhunger/reference_policy.py"] if name == "select_skill" else [])
+        assert sorted(where[name]) == sorted(expected), name
     for task in ALL_TASKS:
         part = ast.parse((PROMPT_DIR / task / REFERENCE_PART).read_text(encoding="utf-8"))
         defined = {n.name for n in ast.walk(part) if isinstance(n, ast.FunctionDef)}
         assert not defined & set(JOINED_METHODS), task
         shipped = _definitions(_shipped(task))
-        assert all(shipped.count(name) == 1 for name in JOINED_METHODS), task
+        assert all(shipped.count(name) == 1 for name in JOINED_METHODS + NAVIGATION_METHODS), task
 
 
-def test_training_policy_gets_its_own_termination_and_the_shared_precondition():
-    text = _shipped(TRAINING_TASK)
-    assert "#   skill_termination   code_generation/exploration/skill_functions.py" in text
-    assert "#   skill_precondition  code_generation/parts/skill_functions.py" in text
-    assert "if any(preconditions):" in text
-    gnomish = _shipped("gnomish")
-    assert "#   skill functions     code_generation/parts/skill_functions.py" in gnomish
-    assert "if any(preconditions):" not in gnomish
+def test_every_shipped_module_names_its_parts_and_ends_skills_as_the_release():
+    for task in ALL_TASKS:
+        text = _shipped(task)
+        assert "#   skill functions     code_generation/parts/skill_functions.py" in text, task
+        assert "if any(preconditions):" in text, task
+        navigation = ("#   navigation          code_generation/parts/navigation.py" if task != "discoveryhunger" else
+                      "#   explore_then_move, reach_gnomish_mines, reach_dungeons_of_doom  code_generation/parts/"
+                      "navigation.py")
+        assert navigation in text, task
 
 
 @pytest.fixture
@@ -121,14 +133,14 @@ def test_cli_reference_writes_the_shipped_module(tmp_path, capsys):
     assert "--task minetown --seed 7 --reference" in result.path.read_text()
 
 
-def test_generated_training_policy_gets_the_training_termination(tmp_path):
-    # a generated exploration policy (without skill functions of its own) ends skills as the reference does
+def test_generated_policy_gets_the_shared_skill_functions(tmp_path):
+    # a generated policy (without skill functions of its own) ends skills as the references do
     run = tmp_path / "gen" / TRAINING_TASK / "_seed3"
     run.mkdir(parents=True)
     (run / "execution.py").write_text(_shipped(TRAINING_TASK) + "\n# === UNIT TEST ===\nprint('hi')\n")
     text = build_module(TRAINING_TASK, 3, gen_dir=tmp_path / "gen")
     assert text.startswith("# Policy over skills for the \"exploration\" task, seed 3.\n# Written by a language model")
-    assert "code_generation/exploration/skill_functions.py (skill_termination)" in text
+    assert "reference skill functions of code_generation/parts/skill_functions.py" in text
     namespace: dict = {}
     exec(compile(text, "combined", "exec"), namespace)
     player = namespace["NetHackPlayer"](-1, -2)

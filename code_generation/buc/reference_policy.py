@@ -1,14 +1,19 @@
 """Hand-written reference policy over skills for the "buc" task; no language model wrote it.
 
 It stands in for what a language model writes into ``code_generation/buc/_seed{N}/execution.py``:
-the ``NetHackPlayer`` class without the skill functions and the initial values, which
-``python -m scripts.combine --task buc --seed 42 --reference`` joins to it to write the shipped
+the ``NetHackPlayer`` class without the skill functions, the navigation methods and the initial values,
+which ``python -m scripts.combine --task buc --seed 42 --reference`` joins to it to write the shipped
 ``rl_baseline/meta_policies/buc/seed42/execution.py`` (without this docstring).
 """
 
-# Strategy: items are BUC-identified by dropping them on an altar: explore levels 1 to
-# max_depth of the Dungeons of Doom, going down and back up, picking up items, and use the
-# worshipper skill whenever an altar is next to the hero and items are held.
+# Decides as the authors' released policy over skills for this task does (their
+# rl_baseline/meta_policies/buc/seed42/execution.py), written anew here; the navigation methods
+# (select_skill, explore_then_move, reach_gnomish_mines, reach_dungeons_of_doom) come from
+# code_generation/parts/navigation.py.
+#
+# Strategy: identify curses and blessings at altars. An altar in view (with new items held)
+# calls the worshipper; otherwise explore each level for 500 turns on the way down to level 5
+# and back up (a shopkeeper in view calls the merchant).
 
 
 class NetHackPlayer:
@@ -21,16 +26,5 @@ class NetHackPlayer:
                      worshipper_precondition):
         if worshipper_precondition:
             return "worshipper"
-        if branch_number == 2:
-            return "ascender"  # shops are searched in the Dungeons of Doom
-        if current_skill != "discoverer":
-            return "discoverer"  # explore each level to find altars
-        if self.direction == "down":
-            if dungeon_depth >= self.max_depth:
-                self.direction = "up"
-                return "ascender"
-            return "descender"
-        if dungeon_depth <= 1:
-            self.direction = "down"
-            return "descender"
-        return "ascender"
+        return self.select_skill(current_skill, dungeon_depth, merchant_precondition,
+                                 worshipper_precondition)

@@ -1,7 +1,7 @@
 # Unit test of the training policy (exploration) in the simulated dungeon.
 check_skill_functions(NetHackPlayer)
 sims = run_trials(NetHackPlayer, trials=10, max_steps=150)
-check_initiation(sims)
+check_initiation(sims, way_first_near_entrance=True)
 successes = 0
 entered_mines = 0
 for sim in sims:

@@ -1,13 +1,15 @@
 """Hand-written reference policy over skills for the "exploration" task; no language model wrote it.
 
 It stands in for what a language model writes into ``code_generation/exploration/_seed{N}/execution.py``:
-the ``NetHackPlayer`` class without the skill functions and the initial values, which
+the ``NetHackPlayer`` class without the skill functions, the navigation methods and the initial values, which
 ``python -m scripts.combine --task exploration --seed 42 --reference`` joins to it to write the shipped
 ``rl_baseline/meta_policies/exploration/seed42/execution.py`` (without this docstring).
 """
 
 # Behaves as the authors' released training policy (their
-# rl_baseline/meta_policies/exploration/seed42/execution.py), written anew here.
+# rl_baseline/meta_policies/exploration/seed42/execution.py), written anew here; the navigation methods
+# (select_skill, explore_then_move, reach_gnomish_mines, reach_dungeons_of_doom) come from
+# code_generation/parts/navigation.py.
 #
 # Strategy (the release's): every episode draws its deepest level uniformly from {2, 3, 4}
 # and, with probability 1/2, whether it heads for the Gnomish Mines. The hero explores each
@@ -29,47 +31,11 @@ class NetHackPlayer:
         self.branch_depth = branch_depth
         self.set_initial_values()
 
-    def select_skill(self, current_skill, dungeon_depth, merchant_precondition, worshipper_precondition):
-        # a shopkeeper or an altar in view first; else explore every level reached, then move
-        # on: down to max_depth, back up to level 1
-        if merchant_precondition:
-            return "merchant"
-        if worshipper_precondition:
-            return "worshipper"
-        if current_skill != "discoverer":
-            return "discoverer"
-        if self.direction == "down":
-            if dungeon_depth < self.max_depth:
-                return "descender"
-            self.direction = "up"
-            return "ascender"
-        if dungeon_depth > 1:
-            return "ascender"
-        self.direction = "down"
-        return "descender"
-
-    def select_skill_mines(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
-                           worshipper_precondition):
-        # an episode that heads for the Gnomish Mines (branch_depth is -2 while unknown: no level matches)
-        if branch_number == 0:
-            if dungeon_depth == self.branch_depth:
-                return "descender"  # the level with the Mines entrance: go down
-            if dungeon_depth == self.branch_depth + 1:
-                return "ascender"  # took the main staircase: back to the entrance level
-        return self.select_skill(current_skill, dungeon_depth, merchant_precondition, worshipper_precondition)
-
-    def select_skill_dungeons(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
-                              worshipper_precondition):
-        # an episode that stays in the Dungeons of Doom
-        if dungeon_depth == self.branch_depth:
-            return "ascender" if branch_number == 2 else "descender"  # past the entrance level
-        if branch_number == 2 and dungeon_depth == self.branch_depth + 1:
-            return "ascender"  # first Mines level: leave the Mines
-        return self.select_skill(current_skill, dungeon_depth, merchant_precondition, worshipper_precondition)
-
     def perform_task(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
                      worshipper_precondition):
-        preconditions = (merchant_precondition, worshipper_precondition)
+        # a Mines episode heads for the Gnomish Mines; any other keeps to the Dungeons of Doom
         if self.mines:
-            return self.select_skill_mines(current_skill, dungeon_depth, branch_number, *preconditions)
-        return self.select_skill_dungeons(current_skill, dungeon_depth, branch_number, *preconditions)
+            return self.reach_gnomish_mines(current_skill, dungeon_depth, branch_number,
+                                            merchant_precondition, worshipper_precondition)
+        return self.reach_dungeons_of_doom(current_skill, dungeon_depth, branch_number,
+                                           merchant_precondition, worshipper_precondition)

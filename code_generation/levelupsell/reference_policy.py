@@ -1,17 +1,20 @@
 """Hand-written reference policy over skills for the "levelupsell" task; no language model wrote it.
 
 It stands in for what a language model writes into ``code_generation/levelupsell/_seed{N}/execution.py``:
-the ``NetHackPlayer`` class without the skill functions and the initial values, which
-``python -m scripts.combine --task levelupsell --seed 42 --reference`` joins to it to write the shipped
+the ``NetHackPlayer`` class without the skill functions, the navigation methods and the initial values,
+which ``python -m scripts.combine --task levelupsell --seed 42 --reference`` joins to it to write the shipped
 ``rl_baseline/meta_policies/levelupsell/seed42/execution.py`` (without this docstring).
 """
 
-# State hook of this task, called by the run-time before perform_task:
-#   update_xp_level(xp_level)   the hero's experience level
-
-# Strategy: stay on level 1 and explore (fighting monsters) until experience level 4; then go
-# down looking for a shop and sell an item with the merchant skill; afterwards keep exploring
-# the current level to survive.
+# Decides as the authors' released policy over skills for this task does (their
+# rl_baseline/meta_policies/levelupsell/seed42/execution.py), written anew here; the navigation methods
+# (select_skill, explore_then_move, reach_gnomish_mines, reach_dungeons_of_doom) come from
+# code_generation/parts/navigation.py.
+#
+# Strategy: explore (500 turns at a time, wherever the hero is) until experience level 4; then
+# sell once: the merchant when a shopkeeper is in view (with new items held), else keep to the
+# Dungeons of Doom, exploring each level on the way down to level 5 and back up; after the sale
+# go on as the explore/descend loop does.
 
 
 class NetHackPlayer:
@@ -25,26 +28,13 @@ class NetHackPlayer:
 
     def perform_task(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
                      worshipper_precondition):
-        if current_skill == "merchant" and self.xp_level >= self.xp_goal:
-            self.item_sold = True
-        if self.xp_level < self.xp_goal:
-            if dungeon_depth > 1:
-                return "ascender"
-            return "discoverer"  # never ascend from level 1: that would end the game
-        if self.item_sold:
+        if self.xp_level < 4:
             return "discoverer"
+        if self.items_sold:
+            return self.select_skill(current_skill, dungeon_depth, merchant_precondition,
+                                     worshipper_precondition)
         if merchant_precondition:
+            self.items_sold = True
             return "merchant"
-        if branch_number == 2:
-            return "ascender"
-        if current_skill != "discoverer":
-            return "discoverer"
-        if self.direction == "down":
-            if dungeon_depth >= self.max_depth:
-                self.direction = "up"
-                return "ascender"
-            return "descender"
-        if dungeon_depth <= 2:
-            self.direction = "down"
-            return "descender"
-        return "ascender"
+        return self.reach_dungeons_of_doom(current_skill, dungeon_depth, branch_number,
+                                           merchant_precondition, worshipper_precondition)

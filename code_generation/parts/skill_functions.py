@@ -1,10 +1,12 @@
 # Reference skill functions, the one copy every meta-policy module gets from scripts.combine:
 # generated policies when the generation run produced none (python -m scripts.generate_code
 # --skill_functions), and the hand-written references (scripts.combine --reference). A task
-# whose skill functions differ on purpose overrides them in code_generation/{task}/skill_functions.py
-# (the exploration task: its skill_termination).
-# They expect set_initial_values() to define discoverer_skill_steps,
-# merchant_skill_steps, worshipper_skill_steps, use_merchant and use_worshipper.
+# whose skill functions differ on purpose may override them in code_generation/{task}/skill_functions.py;
+# none does today. They decide as the authors' released modules do, for the nine tasks and the
+# training policy alike, and expect set_initial_values() to define discoverer_skill_steps,
+# merchant_skill_steps and worshipper_skill_steps. The skills are trained under skill_termination,
+# so it must not change without re-recording tests/data/skill_env_trace.json
+# (tests/test_skill_env_equivalence.py).
 
 
 def skill_precondition(self, char_ascii_encodings, char_ascii_colors, num_items, color_map):
@@ -27,15 +29,14 @@ def skill_precondition(self, char_ascii_encodings, char_ascii_colors, num_items,
 
 
 def skill_termination(self, skill, skill_time, current_depth, previous_depth, preconditions):
-    worshipper_ok, merchant_ok = preconditions[0], preconditions[1]
-    if skill in ("discoverer", "descender", "ascender"):
-        # an interaction this task wants interrupts the navigation skills
-        if (self.use_merchant and merchant_ok) or (self.use_worshipper and worshipper_ok):
-            return True
+    if any(preconditions):
+        return True  # a shopkeeper or an altar in view ends whatever runs (the merchant and worshipper restart)
     if skill == "discoverer":
         return skill_time >= self.discoverer_skill_steps
-    if skill in ("descender", "ascender"):
-        return current_depth != previous_depth
+    if skill == "descender":
+        return current_depth > previous_depth  # only going down ends it
+    if skill == "ascender":
+        return current_depth < previous_depth  # only going up ends it
     if skill == "merchant":
         return skill_time >= self.merchant_skill_steps
     if skill == "worshipper":

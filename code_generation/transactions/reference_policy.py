@@ -1,14 +1,19 @@
 """Hand-written reference policy over skills for the "transactions" task; no language model wrote it.
 
 It stands in for what a language model writes into ``code_generation/transactions/_seed{N}/execution.py``:
-the ``NetHackPlayer`` class without the skill functions and the initial values, which
-``python -m scripts.combine --task transactions --seed 42 --reference`` joins to it to write the shipped
+the ``NetHackPlayer`` class without the skill functions, the navigation methods and the initial values,
+which ``python -m scripts.combine --task transactions --seed 42 --reference`` joins to it to write the shipped
 ``rl_baseline/meta_policies/transactions/seed42/execution.py`` (without this docstring).
 """
 
-# Strategy: pick up items while exploring levels 1 to max_depth of the Dungeons of Doom,
-# going down and back up; whenever a shopkeeper is next to the hero and items are held,
-# use the merchant skill to sell them.
+# Decides as the authors' released policy over skills for this task does (their
+# rl_baseline/meta_policies/transactions/seed42/execution.py), written anew here; the navigation methods
+# (select_skill, explore_then_move, reach_gnomish_mines, reach_dungeons_of_doom) come from
+# code_generation/parts/navigation.py.
+#
+# Strategy: sell to shopkeepers. A shopkeeper in view (with new items held) calls the merchant;
+# otherwise keep to the Dungeons of Doom, exploring each level for 500 turns on the way down to
+# level 5 and back up.
 
 
 class NetHackPlayer:
@@ -21,16 +26,5 @@ class NetHackPlayer:
                      worshipper_precondition):
         if merchant_precondition:
             return "merchant"
-        if branch_number == 2:
-            return "ascender"  # shops are searched in the Dungeons of Doom
-        if current_skill != "discoverer":
-            return "discoverer"  # explore each level to find shops
-        if self.direction == "down":
-            if dungeon_depth >= self.max_depth:
-                self.direction = "up"
-                return "ascender"
-            return "descender"
-        if dungeon_depth <= 1:
-            self.direction = "down"
-            return "descender"
-        return "ascender"
+        return self.reach_dungeons_of_doom(current_skill, dungeon_depth, branch_number,
+                                           merchant_precondition, worshipper_precondition)

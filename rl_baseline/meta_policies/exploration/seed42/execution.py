@@ -1,8 +1,8 @@
 # Policy over skills for the "exploration" task, seed 42.
 # HAND-WRITTEN REFERENCE, not written by a language model. Built from these parts
 #   policy              code_generation/exploration/reference_policy.py
-#   skill_precondition  code_generation/parts/skill_functions.py
-#   skill_termination   code_generation/exploration/skill_functions.py
+#   skill functions     code_generation/parts/skill_functions.py
+#   navigation          code_generation/parts/navigation.py
 #   set_initial_values  code_generation/exploration/initial_values.txt
 # by
 #   python -m scripts.combine --task exploration --seed 42 --reference --force
@@ -16,7 +16,9 @@
 import random  # the task's initial values draw from it
 
 # Behaves as the authors' released training policy (their
-# rl_baseline/meta_policies/exploration/seed42/execution.py), written anew here.
+# rl_baseline/meta_policies/exploration/seed42/execution.py), written anew here; the navigation methods
+# (select_skill, explore_then_move, reach_gnomish_mines, reach_dungeons_of_doom) come from
+# code_generation/parts/navigation.py.
 #
 # Strategy (the release's): every episode draws its deepest level uniformly from {2, 3, 4}
 # and, with probability 1/2, whether it heads for the Gnomish Mines. The hero explores each
@@ -38,52 +40,55 @@ class NetHackPlayer:
         self.branch_depth = branch_depth
         self.set_initial_values()
 
+    def perform_task(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
+                     worshipper_precondition):
+        # a Mines episode heads for the Gnomish Mines; any other keeps to the Dungeons of Doom
+        if self.mines:
+            return self.reach_gnomish_mines(current_skill, dungeon_depth, branch_number,
+                                            merchant_precondition, worshipper_precondition)
+        return self.reach_dungeons_of_doom(current_skill, dungeon_depth, branch_number,
+                                           merchant_precondition, worshipper_precondition)
+
+    # --- joined by scripts.combine ---
     def select_skill(self, current_skill, dungeon_depth, merchant_precondition, worshipper_precondition):
-        # a shopkeeper or an altar in view first; else explore every level reached, then move
-        # on: down to max_depth, back up to level 1
+        # A shopkeeper, then an altar, in view while new items are held comes first.
         if merchant_precondition:
             return "merchant"
         if worshipper_precondition:
             return "worshipper"
+        return self.explore_then_move(current_skill, dungeon_depth)
+
+    def explore_then_move(self, current_skill, dungeon_depth):
+        # Every other skill hands over to the discoverer; after exploring, the hero moves on: down to
+        # max_depth, then back up to level 1, then down again.
         if current_skill != "discoverer":
             return "discoverer"
-        if self.direction == "down":
-            if dungeon_depth < self.max_depth:
-                return "descender"
+        if self.direction == "down" and dungeon_depth >= self.max_depth:
             self.direction = "up"
-            return "ascender"
-        if dungeon_depth > 1:
-            return "ascender"
-        self.direction = "down"
-        return "descender"
+        elif self.direction == "up" and dungeon_depth <= 1:
+            self.direction = "down"
+        return "descender" if self.direction == "down" else "ascender"
 
-    def select_skill_mines(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
-                           worshipper_precondition):
-        # an episode that heads for the Gnomish Mines (branch_depth is -2 while unknown: no level matches)
-        if branch_number == 0:
-            if dungeon_depth == self.branch_depth:
-                return "descender"  # the level with the Mines entrance: go down
-            if dungeon_depth == self.branch_depth + 1:
-                return "ascender"  # took the main staircase: back to the entrance level
+    def reach_gnomish_mines(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
+                            worshipper_precondition):
+        # In the Dungeons of Doom: go down on the level of the Mines entrance, and come back up when
+        # the descender took the main staircase instead (it lands one level below the entrance).
+        if branch_number == 0 and dungeon_depth == self.branch_depth:
+            return "descender"
+        if branch_number == 0 and dungeon_depth == self.branch_depth + 1:
+            return "ascender"
         return self.select_skill(current_skill, dungeon_depth, merchant_precondition, worshipper_precondition)
 
-    def select_skill_dungeons(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
-                              worshipper_precondition):
-        # an episode that stays in the Dungeons of Doom
+    def reach_dungeons_of_doom(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
+                               worshipper_precondition):
+        # Keep to the Dungeons of Doom: from the first Mines level go back up; on the entrance level go
+        # down (again up should that descent have entered the Mines).
         if dungeon_depth == self.branch_depth:
-            return "ascender" if branch_number == 2 else "descender"  # past the entrance level
+            return "ascender" if branch_number == 2 else "descender"
         if branch_number == 2 and dungeon_depth == self.branch_depth + 1:
-            return "ascender"  # first Mines level: leave the Mines
+            return "ascender"
         return self.select_skill(current_skill, dungeon_depth, merchant_precondition, worshipper_precondition)
 
-    def perform_task(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
-                     worshipper_precondition):
-        preconditions = (merchant_precondition, worshipper_precondition)
-        if self.mines:
-            return self.select_skill_mines(current_skill, dungeon_depth, branch_number, *preconditions)
-        return self.select_skill_dungeons(current_skill, dungeon_depth, branch_number, *preconditions)
-
-    # --- joined by scripts.combine ---
     def skill_precondition(self, char_ascii_encodings, char_ascii_colors, num_items, color_map):
         # 7x7 window around the hero (the hero's own cell has colour 0): a shopkeeper is an
         # '@' in the shopkeeper's colour, an altar a '_' in the altar's colour. Both skills
@@ -104,13 +109,13 @@ class NetHackPlayer:
 
     def skill_termination(self, skill, skill_time, current_depth, previous_depth, preconditions):
         if any(preconditions):
-            return True  # a shopkeeper or an altar in view ends whatever runs
+            return True  # a shopkeeper or an altar in view ends whatever runs (the merchant and worshipper restart)
         if skill == "discoverer":
             return skill_time >= self.discoverer_skill_steps
         if skill == "descender":
-            return current_depth > previous_depth
+            return current_depth > previous_depth  # only going down ends it
         if skill == "ascender":
-            return current_depth < previous_depth
+            return current_depth < previous_depth  # only going up ends it
         if skill == "merchant":
             return skill_time >= self.merchant_skill_steps
         if skill == "worshipper":
@@ -126,7 +131,5 @@ class NetHackPlayer:
         self.discoverer_skill_steps = 500
         self.merchant_skill_steps = self.discoverer_skill_steps * 20
         self.worshipper_skill_steps = self.discoverer_skill_steps * 20
-        self.use_merchant = True
-        self.use_worshipper = True
 
 # end of the module written by scripts.combine

@@ -2,6 +2,7 @@
 # HAND-WRITTEN REFERENCE, not written by a language model. Built from these parts
 #   policy              code_generation/minetown/reference_policy.py
 #   skill functions     code_generation/parts/skill_functions.py
+#   navigation          code_generation/parts/navigation.py
 #   set_initial_values  code_generation/minetown/initial_values.txt
 # by
 #   python -m scripts.combine --task minetown --seed 42 --reference --force
@@ -12,9 +13,13 @@
 #   python -m scripts.combine --task minetown --seed N
 # Interface: see rl_baseline/skills/meta_policy.py.
 
-# Strategy: reach the Gnomish Mines as in the gnomish task (levels 2-4 of the Dungeons of
-# Doom, turning back up at max_depth), then keep going down inside the Mines: Minetown lies three or four levels below
-# the entrance level; explore once four levels below it.
+# Decides as the authors' released policy over skills for this task does (their
+# rl_baseline/meta_policies/minetown/seed42/execution.py), written anew here; the navigation methods
+# (select_skill, explore_then_move, reach_gnomish_mines, reach_dungeons_of_doom) come from
+# code_generation/parts/navigation.py.
+#
+# Strategy: Minetown is the third or fourth level of the Gnomish Mines. Reach the Mines as the
+# gnomish task does; in the Mines go down to depth 8, then explore.
 
 
 class NetHackPlayer:
@@ -23,32 +28,53 @@ class NetHackPlayer:
         self.branch_depth = branch_depth
         self.set_initial_values()
 
-    def go_to_mines(self, current_skill, dungeon_depth):
-        if self.branch_depth > 0:
-            if dungeon_depth > self.branch_depth:
-                return "ascender"
-            return "descender"
-        if self.direction == "up":
-            if dungeon_depth > self.first_entrance_level:
-                return "ascender"
-            self.direction = "down"
-        if dungeon_depth >= self.max_depth:  # the deepest level of the search
-            self.direction = "up"
-            return "ascender"
-        if dungeon_depth >= self.first_entrance_level and current_skill == "descender":
-            return "discoverer"
-        return "descender"
-
     def perform_task(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
                      worshipper_precondition):
-        if branch_number != 2:
-            return self.go_to_mines(current_skill, dungeon_depth)
-        entrance = self.branch_depth if self.branch_depth > 0 else dungeon_depth - 1
-        if dungeon_depth < entrance + self.minetown_offset:
-            return "descender"
-        return "discoverer"
+        if branch_number == 2:
+            return "descender" if dungeon_depth < 8 else "discoverer"
+        return self.reach_gnomish_mines(current_skill, dungeon_depth, branch_number,
+                                        merchant_precondition, worshipper_precondition)
 
     # --- joined by scripts.combine ---
+    def select_skill(self, current_skill, dungeon_depth, merchant_precondition, worshipper_precondition):
+        # A shopkeeper, then an altar, in view while new items are held comes first.
+        if merchant_precondition:
+            return "merchant"
+        if worshipper_precondition:
+            return "worshipper"
+        return self.explore_then_move(current_skill, dungeon_depth)
+
+    def explore_then_move(self, current_skill, dungeon_depth):
+        # Every other skill hands over to the discoverer; after exploring, the hero moves on: down to
+        # max_depth, then back up to level 1, then down again.
+        if current_skill != "discoverer":
+            return "discoverer"
+        if self.direction == "down" and dungeon_depth >= self.max_depth:
+            self.direction = "up"
+        elif self.direction == "up" and dungeon_depth <= 1:
+            self.direction = "down"
+        return "descender" if self.direction == "down" else "ascender"
+
+    def reach_gnomish_mines(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
+                            worshipper_precondition):
+        # In the Dungeons of Doom: go down on the level of the Mines entrance, and come back up when
+        # the descender took the main staircase instead (it lands one level below the entrance).
+        if branch_number == 0 and dungeon_depth == self.branch_depth:
+            return "descender"
+        if branch_number == 0 and dungeon_depth == self.branch_depth + 1:
+            return "ascender"
+        return self.select_skill(current_skill, dungeon_depth, merchant_precondition, worshipper_precondition)
+
+    def reach_dungeons_of_doom(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
+                               worshipper_precondition):
+        # Keep to the Dungeons of Doom: from the first Mines level go back up; on the entrance level go
+        # down (again up should that descent have entered the Mines).
+        if dungeon_depth == self.branch_depth:
+            return "ascender" if branch_number == 2 else "descender"
+        if branch_number == 2 and dungeon_depth == self.branch_depth + 1:
+            return "ascender"
+        return self.select_skill(current_skill, dungeon_depth, merchant_precondition, worshipper_precondition)
+
     def skill_precondition(self, char_ascii_encodings, char_ascii_colors, num_items, color_map):
         # 7x7 window around the hero (the hero's own cell has colour 0): a shopkeeper is an
         # '@' in the shopkeeper's colour, an altar a '_' in the altar's colour. Both skills
@@ -68,15 +94,14 @@ class NetHackPlayer:
         return altar, shopkeeper
 
     def skill_termination(self, skill, skill_time, current_depth, previous_depth, preconditions):
-        worshipper_ok, merchant_ok = preconditions[0], preconditions[1]
-        if skill in ("discoverer", "descender", "ascender"):
-            # an interaction this task wants interrupts the navigation skills
-            if (self.use_merchant and merchant_ok) or (self.use_worshipper and worshipper_ok):
-                return True
+        if any(preconditions):
+            return True  # a shopkeeper or an altar in view ends whatever runs (the merchant and worshipper restart)
         if skill == "discoverer":
             return skill_time >= self.discoverer_skill_steps
-        if skill in ("descender", "ascender"):
-            return current_depth != previous_depth
+        if skill == "descender":
+            return current_depth > previous_depth  # only going down ends it
+        if skill == "ascender":
+            return current_depth < previous_depth  # only going up ends it
         if skill == "merchant":
             return skill_time >= self.merchant_skill_steps
         if skill == "worshipper":
@@ -84,18 +109,14 @@ class NetHackPlayer:
         return True
 
     def set_initial_values(self):
-        # First skill, task settings and the skills' time budgets (in game turns). max_depth (the
-        # deepest level the descender takes the hero to) and the discoverer's budget are the release's
-        # for this task; the merchant and the worshipper get 20 times the discoverer's, as there.
+        # First skill, task settings and the skills' time budgets (in game turns), the release's for this
+        # task: max_depth (the deepest level the explore/descend loop goes to) and the discoverer's budget;
+        # the merchant and the worshipper get 20 times the discoverer's, as there.
         self.skill = "discoverer"
         self.max_depth = 5
         self.direction = "down"
         self.discoverer_skill_steps = 50
         self.merchant_skill_steps = self.discoverer_skill_steps * 20
         self.worshipper_skill_steps = self.discoverer_skill_steps * 20
-        self.use_merchant = False
-        self.use_worshipper = False
-        self.first_entrance_level = 2
-        self.minetown_offset = 4
 
 # end of the module written by scripts.combine
