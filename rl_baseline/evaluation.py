@@ -248,6 +248,11 @@ def release_section(task: str, episodes: Sequence[EpisodeResult], stats_avg: int
         "reached_rate": win.reached_rate,
         "reached_episodes": len(win.reached),
     }
+    if rule.every_step:
+        # where the release's "#overview" keys, typed on every checking step, would have answered a prompt
+        records = [r for r in last if "overview_keys_into_prompt" in r]
+        section["overview_keys_into_prompt_episodes"] = sum(1 for r in records if r["overview_keys_into_prompt"])
+        section["overview_keys_into_prompt_steps"] = int(sum(r["overview_keys_into_prompt"] for r in records))
     if rule.count_key is not None:
         section["seen_key"] = rule.seen_key
         section["seen_rate"] = float(np.mean([bool(r[rule.seen_key]) for r in last])) if last else math.nan
@@ -270,6 +275,9 @@ def depth_section(episodes: Sequence[EpisodeResult]) -> dict:
         "max_depth_counts": {str(d): deepest.count(d) for d in sorted(set(deepest))},
         "entered_mines_rate": float(np.mean([bool(r["entered_mines"]) for r in records])),
         "descents_per_episode": float(np.mean([int(r["descents"]) for r in records])),
+        # steps that end with a question, a text prompt or a --More-- open for the agent's next key
+        "prompt_open_share": (float(sum(int(r.get("prompt_open_steps", 0)) for r in records)
+                                    / max(1, sum(int(r.get("steps", 0)) for r in records)))),
     }
 
 

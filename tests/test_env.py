@@ -16,7 +16,7 @@ from rl_baseline.tasks.detectors import make_task_tracker
 
 INFO_KEYS = {
     "depth", "dungeon_number", "dungeon_level", "gold", "xp_level", "time", "hp", "hpmax",
-    "hunger", "kill", "kills", "just_eaten", "message", "messages", "branch_depth", "overview",
+    "hunger", "kill", "kills", "just_eaten", "message", "messages", "branch_depth", "prompt_open", "overview",
     "end_status",
 }
 
@@ -266,6 +266,31 @@ def test_enhance_is_nethacks_own_command(wizard_env):
     assert not any("skilled" in m for m in info["messages"])
 
 
+@pytest.mark.parametrize("corpses", [1, 2])
+def test_just_eaten_is_the_inventory_prompt_answered_as_in_the_release(wizard_env, corpses):
+    """The release sets "just eaten" (discoveryhunger's "ate in the Mines") only when the agent picks food at
+    "What do you want to eat?"; a corpse eaten from the floor ("eat it?", "eat one?") does not count. Before,
+    one lichen on the floor counted (game time passed) and two did not."""
+    wizard_env.reset(seed=3)
+    letter = wizard_env.wizard_wish(f"{corpses} lichen corpse")["messages"][-1][0]
+    wizard_env.wizard_keys(b"d" + letter.encode())  # onto the floor
+    _, _, _, _, info = wizard_env.step(action_index("eat"))
+    assert info["message"].endswith("eat it? [ynq] (n)" if corpses == 1 else "eat one? [ynq] (n)")
+    time_before = info["time"]
+    _, _, _, _, info = wizard_env.step(action_index("northwest"))  # 'y'
+    assert "You finish eating the lichen corpse." in info["messages"] and info["time"] > time_before
+    assert info["just_eaten"] is False
+    # from the inventory: the prompt answered with the first food offered
+    wizard_env.wizard_wish("lichen corpse")
+    _, _, _, _, info = wizard_env.step(action_index("eat"))
+    if corpses == 2:  # the other corpse is still on the floor: not that one
+        assert info["message"].endswith("eat it? [ynq] (n)")
+        _, _, _, _, info = wizard_env.step(action_index("southeast"))  # 'n'
+    assert info["message"].startswith("What do you want to eat?")
+    _, _, _, _, info = wizard_env.step(action_index("northwest"))
+    assert info["just_eaten"] is True
+
+
 def test_continue_eating_is_left_to_the_agent(env):
     """After the agent picks food, what the eating asks is the agent's to answer, as in the release (its loop
     runs with the agent's questions kept): a sated Monk's second food ration asks "Continue eating?".
@@ -394,15 +419,6 @@ def test_level_change_rereads_overview_without_game_time(wizard_env):
     assert "The Dungeons of Doom" not in _screen(wizard_env.current_observation())
 
 
-def test_branch_depth_from_overview(monkeypatch, wizard_env):
-    text = ("The Dungeons of Doom: levels 1 to 3\n   Level 2:\n      Stairs down to The Gnomish Mines.\n"
-            "   Level 3: <- You are here.")
-    monkeypatch.setattr(monk_env, "read_overview", lambda *a, **k: text)
-    _, info = wizard_env.reset(seed=6)
-    info = wizard_env.wizard_level_teleport(3)
-    assert info["branch_depth"] == 2
-
-
 def test_questions_the_agent_must_answer_stay_on_screen():
     for question in (b"Really attack the watchman?", b"In what direction?",
                      b"Shopkeeper offers 5 gold pieces for your scroll. Sell it? [ynaq] (y)",
@@ -462,3 +478,38 @@ def test_game_reward_is_the_score_difference_only_as_in_the_release(env):
         if frozen >= 20 and scored >= 3:
             break
     assert frozen >= 20 and scored >= 3, (frozen, scored)  # steps without game time and steps that scored
+
+
+TELEPORT_TO_UP_STAIRS = b"\x14<."  # wizard mode's Ctrl-T, the cursor to the '<', pick it
+
+
+@pytest.mark.parametrize("to_agent", [False, True])
+def test_goldenexit_evaluation_leaves_the_exit_question_to_the_agent(to_agent):
+    """In the release's goldenexit evaluation "Still climb?" on level 1's up stairs stays open for the agent, whose
+    'y' leaves the dungeon and ends the episode (before the task's prerequisite too). Every other run declines it
+    within the step; before, the goldenexit evaluation declined it too."""
+    game = make_monk_env(wizard=True, max_episode_steps=200, exit_question_to_agent=to_agent)
+    try:
+        game.seed(1, 1001, reseed=False)
+        game.reset()
+        game.wizard_keys(TELEPORT_TO_UP_STAIRS)
+        _, _, terminated, _, info = game.step(action_index("up"))
+        assert info["messages"][0] == "Beware, there will be no return!  Still climb? [yn] (n)"
+        assert bool(game.last_observation[game._internal_index][1]) is to_agent
+        assert not terminated
+        if to_agent:
+            _, _, terminated, _, info = game.step(action_index("northwest"))  # 'y'
+            assert terminated  # out of the dungeon: the game is over
+        else:
+            assert info["messages"][-1].endswith("(n) n")  # declined
+    finally:
+        game.close()
+
+
+def test_only_the_goldenexit_evaluation_leaves_the_exit_question_to_the_agent():
+    from rl_baseline.sf.cfg import SkillEnvConfig, parse_cfg
+
+    for argv, expected in ((["--evaluation", "True", "--eval_target", "goldenexit"], True),
+                           (["--evaluation", "True", "--eval_target", "gnomish"], False),
+                           (["--eval_target", "goldenexit"], False)):
+        assert SkillEnvConfig.from_cfg(parse_cfg(argv)).exit_question_to_agent is expected, argv

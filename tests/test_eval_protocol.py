@@ -200,6 +200,22 @@ def test_levelupsell_sale_then_301_steps():
     assert not dead.reached
 
 
+def test_overview_keys_into_an_open_prompt_are_counted_after_the_prerequisite():
+    """The release types "#overview" and Return on every checking step of levelupsell and goldenexit, also into a
+    question or --More-- the agent's last key left open (Return sells at "Sell it? [ynaq] (y)"). We read the
+    overview without keys and count those steps instead."""
+    t = make_release_tracker("levelupsell")
+    t.update(_info(prompt_open=True))  # before the prerequisite the release types nothing
+    t.update(_info(messages=["You sold a dagger for 2 gold pieces."]))
+    t.update(_info(prompt_open=True, messages=["Shopkeeper offers 5 gold pieces for your ring.  Sell it? [ynaq] (y)"]))
+    t.update(_info())
+    record = t.episode_record()
+    assert (record["overview_keys_into_prompt"], record["prompt_open_steps"], record["steps"]) == (1, 2, 4)
+    gnomish = make_release_tracker("gnomish")  # checks on stair descents only: no keys every step
+    gnomish.update(descend_info(prompt_open=True, depth=2))
+    assert gnomish.episode_record()["overview_keys_into_prompt"] == 0
+
+
 def test_discoveryhunger_eat_in_the_mines_then_level_7():
     t = make_release_tracker("discoveryhunger")
     t.update(descend_info(depth=7, overview=_overview(7)))

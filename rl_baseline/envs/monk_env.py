@@ -11,8 +11,9 @@ What an agent step does beyond NLE's:
   agent's next action answers it: at "What do you want to eat/drink? [...]" the north-west
   key ``y`` picks the first item offered and any other action cancels the prompt; the
   "There is ... here; eat it? [ynq]" question takes the agent's key as it is (``y`` yes,
-  ``n`` no). An eat that takes game time (or is asked "Continue eating?") sets
-  ``info["just_eaten"]``; what the eating asks after the item is picked is the agent's to answer.
+  ``n`` no). ``info["just_eaten"]`` is the release's: set on the step that picks the first food
+  offered at "What do you want to eat?" (eating from the floor at "eat it?" does not set it);
+  what the eating asks after the item is picked is the agent's to answer.
 * ``drop``: drops a held item whose letter no non-food starting item had, neither food nor
   gold (the letters are fixed at reset for the episode, and the item is the release's pick:
   the first of its set of such letters); ESC when there is none.
@@ -26,16 +27,20 @@ What an agent step does beyond NLE's:
   shows, the first skill that can be advanced is advanced at the end of the step.
 * ``--More--`` is dismissed, as many as there are; then at most one text prompt (escaped) or
   yes/no question is handled: declined, except those an agent must answer itself (eat,
-  attack, direction, pray, drop, drink, sell), which stay on screen for the agent's compass
+  attack, direction, pray, drop, drink, sell; and with ``exit_question_to_agent``, the release's
+  goldenexit evaluation, level 1's "Still climb?"), which stay on screen for the agent's compass
   keys (``y`` = north-west, ``n`` = south-east). Whatever follows an escape (a new
   ``--More--`` or question) is left to the agent's next key, as in the release.
 
 ``info`` (at reset and every step): depth, dungeon_number, dungeon_level, gold, xp_level,
 time, hp, hpmax, hunger, kill (monsters killed this step), kills (this episode), just_eaten,
 message (the message the agent sees), messages (every message shown during the step, also
-those dismissed with --More--), branch_depth (depth of the Gnomish Mines branch, -2 until
-known), overview (the dungeon overview text, re-read without game time whenever the level
-changes; the agent never sees that screen), end_status.
+those dismissed with --More--), branch_depth (depth of the Dungeons of Doom level holding the
+Gnomish Mines staircase, -2 until known: known, as in the release, once two down staircases are
+on the map of the level the hero is on; NetHack's overview lists the branch only after the hero
+took it), overview (the dungeon overview text, re-read without game time whenever the level
+changes; the agent never sees that screen), prompt_open (a question, a text prompt or a
+``--More--`` waits for the agent's next key at the end of the step), end_status.
 
 One module on purpose: the macros, the question handling and the info dict share
 the raw-stepping state of one NLE subclass.
@@ -53,9 +58,10 @@ from nle.env.tasks import NetHackScore
 
 from common.nethack import actions as A
 from common.nethack import blstats as B
+from common.nethack.glyphs import S_DNSTAIR
 from common.nethack.messages import KEPT_OVER_MORE, decode_message, kept_over_more
 from rl_baseline.envs.options import nle_options
-from rl_baseline.envs.overview import parse_overview, read_overview
+from rl_baseline.envs.overview import read_overview
 from rl_baseline.envs.seeding import seed_game
 
 log = logging.getLogger(__name__)
@@ -84,6 +90,8 @@ OBSERVATION_KEYS = (
 # match is a substring, case included, so the fountain's "Drink from the fountain?" is declined (the
 # inventory's "What do you want to drink?" follows, which the agent answers).
 AGENT_QUESTIONS = (b"eat", b"attack", b"direction?", b"pray", b"drop", b"drink", b"Sell")
+#: the release's test for the exit question of level 1's up stairs ("... Still climb? [yn] (n)")
+EXIT_QUESTION = b"climb"
 
 _ROLES = ("arc", "bar", "cav", "hea", "kni", "mon", "pri", "ran", "rog", "sam", "tou", "val", "wiz")
 _RACES = ("hum", "elf", "dwa", "gno", "orc")
@@ -93,9 +101,10 @@ _GENDERS = ("mal", "fem")
 _OFFERED = re.compile(rb"\[([^\]]*)\]")
 _KILL = re.compile(r"\bYou (?:kill|destroy) |\bis (?:killed|destroyed)!")
 _CONFIDENT = b"You feel more confident in"
-_CONTINUE_EATING = b"Continue eating?"
 _MAX_MORE = 64  # --More-- screens dismissed in one step; a handful suffices, the bound guards a stuck loop
 _WIZARD_OVERVIEW = tuple(ord(c) for c in "#overview") + (A.RETURN,)
+#: the glyph of a down staircase: two of them on a level's map are the Gnomish Mines branch level
+DOWN_STAIRCASE_GLYPH = nethack.GLYPH_CMAP_OFF + S_DNSTAIR
 
 
 class EnvConfigError(ValueError):
@@ -153,6 +162,7 @@ class NetHackScoreMonk(NetHackScore):
         observation_keys: tuple[str, ...] = OBSERVATION_KEYS,
         read_overview_on_level_change: bool = True,
         kept_over_more: tuple[bytes, ...] = KEPT_OVER_MORE,
+        exit_question_to_agent: bool = False,
         **kwargs: Any,
     ) -> None:
         check_character(character)
@@ -162,7 +172,7 @@ class NetHackScoreMonk(NetHackScore):
             if key in kwargs:
                 raise EnvConfigError(f"{key!r} is fixed by NetHackScoreMonk and cannot be passed")
         keys = tuple(observation_keys)
-        for needed in ("tty_chars", "inv_letters", "inv_oclasses", "inv_strs"):
+        for needed in ("glyphs", "tty_chars", "inv_letters", "inv_oclasses", "inv_strs"):
             if needed not in keys:
                 keys = keys + (needed,)
         self._agent_keys = tuple(observation_keys)
@@ -171,6 +181,9 @@ class NetHackScoreMonk(NetHackScore):
         # with final_death the answer is yes, so a wizard-mode game ends at death as a normal one
         self._final_death = bool(final_death)
         self._read_overview = read_overview_on_level_change
+        # the release's goldenexit evaluation leaves "Beware, there will be no return!  Still climb?" open for the
+        # agent, whose next key may leave the dungeon (every other run declines it)
+        self._agent_questions = AGENT_QUESTIONS + ((EXIT_QUESTION,) if exit_question_to_agent else ())
         self._kept_over_more = tuple(kept_over_more)
         super().__init__(
             *args,
@@ -201,7 +214,6 @@ class NetHackScoreMonk(NetHackScore):
         self._starting_letters: set[int] = set()  # letters of the non-food starting items (fixed at reset)
         self._healing_book = False  # the hero started with the healing spellbook
         self._enhance_pending = False  # "You feel more confident in" was seen: enhance at the end of a step
-        self._eat_time_before: int | None = None  # game time before the item letter of an eat prompt
         self._kills = 0
         self._branch_depth = UNKNOWN_BRANCH_DEPTH
         self._overview = ""
@@ -267,7 +279,7 @@ class NetHackScoreMonk(NetHackScore):
                 kept = None
                 observation, done = self._press(A.ESC)
             elif internal[1]:  # a one-character question
-                if exceptions and any(q in shown.tobytes() for q in AGENT_QUESTIONS):
+                if exceptions and any(q in shown.tobytes() for q in self._agent_questions):
                     break  # the question stays on screen for the agent to answer
                 kept = None
                 if self._final_death and WIZARD_DIE_QUESTION in bytes(observation[self._message_index]):
@@ -293,7 +305,7 @@ class NetHackScoreMonk(NetHackScore):
             internal = observation[self._internal_index]
             if done or not (internal[1] or internal[2] or internal[3]):
                 break
-            if internal[1] and any(q in bytes(observation[self._message_index]) for q in AGENT_QUESTIONS):
+            if internal[1] and any(q in bytes(observation[self._message_index]) for q in self._agent_questions):
                 break
         return observation, done
 
@@ -308,18 +320,14 @@ class NetHackScoreMonk(NetHackScore):
         message = bytes(observation[self._message_index])
         return next((p for p in A.ITEM_PROMPTS if p in message), None)
 
-    def _is_eat_question(self, observation: tuple) -> bool:
-        return self._in_question(observation) and b"eat it?" in bytes(observation[self._message_index])
-
     def _answer_item_prompt(self, key: int, prompt: bytes, before: tuple) -> tuple[tuple, bool]:
         """The agent's action at an item prompt: ``y`` takes the first item offered, others cancel."""
         letters = offered_letters(bytes(before[self._message_index]))
         if key != A.ANSWER_ITEM_PROMPT or not letters:
             return self._press(A.ESC)
-        if prompt == A.ITEM_PROMPTS[0]:
-            # eaten when game time passed by the end of the step; what the eating asks
-            # ("Continue eating?") is the agent's to answer, as in the release
-            self._eat_time_before = int(before[self._blstats_index][B.BL_TIME])
+        # the release's "just eaten": the agent picked food at the inventory prompt (what the eating asks
+        # afterwards, "Continue eating?", is the agent's to answer)
+        self._just_eaten = prompt == A.ITEM_PROMPTS[0]
         return self._press(letters[0])
 
     def _droppable_letter(self, observation: tuple) -> int | None:
@@ -340,12 +348,6 @@ class NetHackScoreMonk(NetHackScore):
             observation, done = self._press(key)
             if not done:  # the release answers without looking (the prompt is always there for a Monk)
                 observation, done = self._press(letter if letter is not None else A.ESC)
-            return observation, done
-        if key == A.EAT or self._is_eat_question(before):
-            # the eat command, or "eat it?" answered with the agent's key
-            time_before = int(before[self._blstats_index][B.BL_TIME])
-            observation, done = self._press(key)
-            self._just_eaten = int(observation[self._blstats_index][B.BL_TIME]) > time_before
             return observation, done
         if key == A.CAST:
             # the release's macro: the first spell, then '.' for a hero that started with the healing
@@ -399,7 +401,6 @@ class NetHackScoreMonk(NetHackScore):
         last_observation = tuple(last_observation)
         self._messages = []
         self._just_eaten = False
-        self._eat_time_before = None
         key = self.actions[int(action)]
 
         prompt = self._item_prompt(last_observation)
@@ -410,14 +411,10 @@ class NetHackScoreMonk(NetHackScore):
         truncated = self._check_abort(observation)
         observation, done = self._perform_known_steps(
             observation, done, exceptions=True, read_first_message=prompt is not None or key != A.CAST)
-        if self._eat_time_before is not None:
-            # eaten: game time passed, or NetHack asks "Continue eating?" (only after a first bite)
-            self._just_eaten = (int(observation[self._blstats_index][B.BL_TIME]) > self._eat_time_before
-                                or (self._in_question(observation)
-                                    and _CONTINUE_EATING in bytes(observation[self._message_index])))
         self._steps += 1
         if not done:
             observation = self._after_level_check(observation)
+            self._look_for_branch_staircases(observation)
         self.last_observation = observation
 
         end_status = self._get_end_status(observation, done)
@@ -444,20 +441,21 @@ class NetHackScoreMonk(NetHackScore):
             last_observation[self._blstats_index][B.BL_SCORE]))
 
     # ------------------------------------------------------------------ info
+    def _look_for_branch_staircases(self, observation: tuple) -> None:
+        """The release's rule for the Mines entrance: two down staircases on the map of the level the hero
+        is on (the Dungeons of Doom level holding the branch has two; every other level at most one)."""
+        if self._branch_depth != UNKNOWN_BRANCH_DEPTH:
+            return
+        if np.count_nonzero(observation[self._glyph_index] == DOWN_STAIRCASE_GLYPH) > 1:
+            self._branch_depth = int(observation[self._blstats_index][B.BL_DEPTH])
+
     def _after_level_check(self, observation: tuple) -> tuple:
         """Re-read the dungeon overview when the level changed; returns the agent's view."""
         stats = observation[self._blstats_index]
         level = (int(stats[B.BL_DUNGEON_NUMBER]), int(stats[B.BL_DUNGEON_LEVEL]))
         if level == self._level:
             return observation
-        previous, self._level = self._level, level
-        if (
-            previous is not None
-            and previous[0] == B.DNUM_DUNGEONS_OF_DOOM
-            and level[0] == B.DNUM_GNOMISH_MINES
-            and self._branch_depth == UNKNOWN_BRANCH_DEPTH
-        ):
-            self._branch_depth = int(previous[1])
+        self._level = level
         if not self._read_overview:
             return observation
         # The overview screen overwrites NLE's buffers: the agent keeps a copy of its view.
@@ -466,9 +464,6 @@ class NetHackScoreMonk(NetHackScore):
         text = read_overview(self.nethack, command_keys=keys)
         if text:
             self._overview = text
-            parsed = parse_overview(text)
-            if parsed.mines_branch_depth is not None and self._branch_depth == UNKNOWN_BRANCH_DEPTH:
-                self._branch_depth = int(parsed.mines_branch_depth)
         return view
 
     def _build_info(self, observation: tuple, end_status: Any, kill: int) -> dict[str, Any]:
@@ -493,6 +488,8 @@ class NetHackScoreMonk(NetHackScore):
             "message": self._message_text(observation),
             "messages": messages,
             "branch_depth": int(self._branch_depth),
+            # a question, a text prompt or a --More-- waits for the agent's next key
+            "prompt_open": bool(observation[self._internal_index][1:4].any()),
             "overview": self._overview,
         }
 
@@ -519,6 +516,7 @@ class NetHackScoreMonk(NetHackScore):
             observation, done = self._settle(observation, done)
         if not done:
             observation = self._after_level_check(observation)
+            self._look_for_branch_staircases(observation)
         self.last_observation = observation
         return self._build_info(observation, self._get_end_status(observation, done), kill=0)
 

@@ -983,6 +983,8 @@ class SkillEnvConfig:
     # and the dungeon level episodes start on (reached by wizard-mode level teleport when > 1)
     forced_skill: Optional[str] = None
     start_depth: int = 1
+    # evaluation on goldenexit: level 1's "Still climb?" is left for the agent, as the release leaves it
+    exit_question_to_agent: bool = False
     # online intrinsic rewards (ONI): the annotator's folder and what the environment reads from it
     online_reward_type: Optional[str] = None
     online_store_dir: Optional[str] = None
@@ -1031,6 +1033,7 @@ class SkillEnvConfig:
             game_reward_scale=float(getattr(cfg, "game_reward_scale", 1.0)),
             forced_skill=forced_skill(cfg) or training_skill(cfg),
             start_depth=eval_start_depth(cfg),
+            exit_question_to_agent=bool(cfg.evaluation) and getattr(cfg, "eval_target", None) == "goldenexit",
             online_reward_type=cfg.llm_reward_type if getattr(cfg, "online_store_dir", None) else None,
             online_store_dir=getattr(cfg, "online_store_dir", None),
             online_goals=online_goals(cfg),

@@ -78,7 +78,7 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
     elif config.start_depth > 1:
         env = StartDepth(make_base_env(config.max_episode_steps, wizard=True, final_death=True), config.start_depth)
     else:
-        env = make_base_env(config.max_episode_steps)
+        env = make_base_env(config.max_episode_steps, exit_question_to_agent=config.exit_question_to_agent)
     if config.env == MOTIF_ENV and not oni:
         env = MotifTaskReward(env, config.root_env)
     if config.task_reward is not None:  # the task-reward-plus-score baseline

@@ -32,11 +32,12 @@ What the run-time passes (the contract for generated and hand-written modules):
   worshipper_precondition)`` -> skill name (one of ``common.vocabulary.SKILLS``), called
   when the current skill terminated. ``branch_number`` is NetHack's dungeon number
   (0 Dungeons of Doom, 2 Gnomish Mines).
-* ``branch_depth`` attribute: set by :meth:`MetaPolicy.update_state` to the depth of
-  the Dungeons of Doom level holding the Gnomish Mines entrance, once known (-2 until
-  then): from ``info["branch_depth"]`` when the env reports it (any value but -2),
-  else inferred the first time ``info["dungeon_number"] == 2``, as the last depth
-  seen with ``info["dungeon_number"] == 0`` (the level the hero came down from).
+* ``branch_depth`` attribute: the depth of the Dungeons of Doom level holding the Gnomish
+  Mines entrance, once known (-2 until then), learnt as the release learns it, and kept for
+  the episode once learnt: from ``info["branch_depth"]`` (:meth:`MetaPolicy.update_state`;
+  the environment sets it when two down staircases are on the level's map), or when the
+  descender ends outside the Dungeons of Doom: the depth it started from
+  (:meth:`MetaPolicy.skill_ended`).
 
 State hooks of composite tasks, all optional, called by :meth:`MetaPolicy.update_state`
 (before ``perform_task``) when the module defines them:
@@ -125,7 +126,6 @@ class MetaPolicy:
         self.num_errors = 0
         self._kills_seen = 0
         self._branch_depth = -2
-        self._last_doom_depth = -1
         self._color_map = dict(COLOR_MAP)
         self._use_timer = False
         self._hooks = {name: callable(getattr(player_class, name, None)) for name in
@@ -164,7 +164,6 @@ class MetaPolicy:
         """New episode: a fresh ``NetHackPlayer(max_depth=-1, branch_depth=-2)`` + ``set_initial_values()``."""
         self._kills_seen = 0
         self._branch_depth = -2
-        self._last_doom_depth = -1
         self._color_map = dict(COLOR_MAP)
         self._use_timer = self._timer_ready()
         ok, player = self._call("NetHackPlayer()", self.player_class, -1, -2)
@@ -224,25 +223,25 @@ class MetaPolicy:
             return FALLBACK_SKILL
         return out
 
-    def _set_branch_depth(self, value: int) -> None:
-        if value != self._branch_depth:
+    def _learn_branch_depth(self, value: int) -> None:
+        # once known, the entrance stays where it was first seen (the release writes it once)
+        if self._branch_depth == -2 and value != -2:
             self._branch_depth = value
             self._call("branch_depth", _set_attr, self.player, "branch_depth", value)
+
+    def skill_ended(self, skill: str, start_depth: int, dungeon_number: int) -> None:
+        """The active skill ended: a descender that ends outside the Dungeons of Doom (dungeon number
+        0) went down the Mines staircase, so the entrance is on the depth it started from."""
+        if self.player is not None and skill == "descender" and int(dungeon_number) != 0:
+            self._learn_branch_depth(int(start_depth))
 
     def update_state(self, info: Mapping[str, Any]) -> None:
         """Passes the env's info dict to the module's state hooks (see the module docstring)."""
         if self.player is None:
             return
         player = self.player
-        if "branch_depth" in info and int(info["branch_depth"]) != -2:
-            self._set_branch_depth(int(info["branch_depth"]))
-        elif "depth" in info and "dungeon_number" in info:
-            depth, dungeon = int(info["depth"]), int(info["dungeon_number"])
-            if dungeon == 0:
-                self._last_doom_depth = depth
-            elif dungeon == 2 and self._branch_depth == -2:
-                # first step in the Mines: the entrance is the Dungeons of Doom level we came from
-                self._set_branch_depth(self._last_doom_depth if self._last_doom_depth > 0 else depth - 1)
+        if "branch_depth" in info:
+            self._learn_branch_depth(int(info["branch_depth"]))
         if self._hooks["update_gold"] and "gold" in info:
             self._call("update_gold", player.update_gold, int(info["gold"]))
         if "kills" in info:

@@ -450,6 +450,9 @@ class SkillRuntime(gym.Wrapper):
             new_items = self._num_new_items(obs)
             self.preconds = self._preconditions(obs, new_items)
             if meta.should_terminate(self.skill, self.skill_time, depth, self.skill_start_depth, self.preconds):
+                ended = getattr(meta, "skill_ended", None)
+                if ended is not None:  # what the end of a skill tells (a descent into the Mines)
+                    ended(self.skill, self.skill_start_depth, self._branch(info))
                 nxt = meta.next_skill(self.skill, depth, self._branch(info), self.preconds[1], self.preconds[0])
                 self._start_skill(self._skill_index(nxt), depth, info, new_items)
             # the observation the next action is chosen on: its message, its depth change since the start

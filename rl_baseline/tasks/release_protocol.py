@@ -95,13 +95,22 @@ How the same facts are read from our environment
   ``info["overview"]``; a stair descent changes the level, so on the checking step that text
   is what the release's screen showed (all pages instead of the first). The strings are
   searched line by line (:func:`rl_baseline.envs.overview.overview_has_text`).
-* goldenexit's "climb": our environment declines the exit question itself (the agent never
-  answers it) but records it in ``info["messages"]``; the question is recognised with
-  :func:`rl_baseline.tasks.detectors.is_leave_dungeon_prompt`.
+* goldenexit's "climb": as in the release, the goldenexit evaluation's environment leaves the exit
+  question open for the agent (``exit_question_to_agent``), so it is on screen at the end of the
+  step and in ``info["messages"]``; it is recognised with
+  :func:`rl_baseline.tasks.detectors.is_leave_dungeon_prompt`. Before the prerequisite, the agent's
+  ``y`` leaves the dungeon and ends the episode, unreached.
+* ``#overview`` every step (goldenexit, levelupsell): the release types ``#overview`` and Return on every
+  checking step of these two tasks, also when the agent's last key left a question or a ``--More--``
+  open, where those keys answer it (Return takes a question's default: "Sell it? [ynaq] (y)" sells). We
+  read the overview without keys (a deviation, named in docs/fidelity.md) and count the checking steps
+  that end with a prompt open (``info["prompt_open"]``): the episodes where the release's keys would have
+  answered a prompt (``overview_keys_into_prompt``).
 * "game ended on this step": ``info["end_status"]`` is NLE's DEATH (the step limit ends the
   episode after the check, as in the release).
 * Gold: ``info["gold"]`` of the step (the release used the previous step's value). Eating:
-  ``info["just_eaten"]`` (our eat macro took game time) with ``info["dungeon_number"] == 2``.
+  ``info["just_eaten"]`` (the agent picked food at the inventory prompt, as the release counts it) with
+  ``info["dungeon_number"] == 2``.
 * Shop/altar seen: the skill runtime's initiation conditions after the step (the same 7x7
   window rule), handed over by evaluation as ``info["skill_preconditions"]``
   ``(worshipper, merchant)``.
@@ -288,6 +297,10 @@ class ReleaseTracker:
         self.survived = 0
         self.steps = 0
         self.checks = 0  # checking steps (descents, or every step for goldenexit/levelupsell)
+        # steps that end with a question, a text prompt or a --More-- open; and of those, the checking steps of
+        # goldenexit and levelupsell, where the release types "#overview" and Return into the open prompt
+        self.prompt_open_steps = 0
+        self.overview_keys_into_prompt = 0
         self._offer_identified = False
 
     @property
@@ -333,6 +346,8 @@ class ReleaseTracker:
         if not (rule.every_step or descended):
             return
         self.checks += 1
+        if rule.every_step and info.get("prompt_open"):
+            self.overview_keys_into_prompt += 1
         if rule.reached_at_first_check:
             self.reached = True
         overview = info.get("overview") or ""
@@ -347,6 +362,7 @@ class ReleaseTracker:
 
     def _bookkeeping(self, info: dict, msgs: list[str], action_name: Optional[str], descended: bool) -> None:
         rule = self.rule
+        self.prompt_open_steps += bool(info.get("prompt_open"))
         # where the episode got to, for every task: why a navigation task was (not) reached
         if info.get("depth") is not None:
             self.max_depth = max(self.max_depth, int(info["depth"]))
@@ -400,6 +416,9 @@ class ReleaseTracker:
             "max_depth": int(self.max_depth),
             "entered_mines": bool(self.entered_mines),
             "descents": int(self.descents),
+            "steps": int(self.steps),
+            "prompt_open_steps": int(self.prompt_open_steps),
+            "overview_keys_into_prompt": int(self.overview_keys_into_prompt),
         }
 
     def __repr__(self) -> str:
