@@ -155,6 +155,139 @@ def test_staircase_lvl3_pays_50_for_coming_down_the_stairs_onto_level_3_of_the_m
     assert reward == 0.0 and not terminated
 
 
+class _WizardOni:
+    """ONI's score environment in wizard mode, recording every screen a step shows (message, waiting for
+    --More--, a question open)."""
+
+    def __init__(self, seed: int) -> None:
+        self.env = oni_env.make_oni_env("NetHackScoreExtendedActions-v1", wizard=True)
+        self.env.seed(seed, seed + 1000, reseed=False)
+        self.env.reset()
+        self.screens: list[tuple[str, bool, bool]] = []
+        press = self.env._press
+
+        def recording_press(key: int):
+            observation, done = press(key)
+            internal = observation[self.env._internal_index]
+            self.screens.append((bytes(observation[self.env._message_index]).rstrip(b"\0").decode("latin-1"),
+                                 bool(internal[3]), bool(internal[1])))
+            return observation, done
+
+        self.env._press = recording_press
+
+    def keys(self, keys: bytes) -> str:
+        """Raw set-up keys (wizard commands), every --More-- dismissed; the last message."""
+        game = self.env
+        observation = game.last_observation
+        for key in keys:
+            observation, _ = game.nethack.step(key)
+            while observation[game._internal_index][3]:
+                observation, _ = game.nethack.step(32)
+        game.last_observation = observation
+        return bytes(observation[game._message_index]).rstrip(b"\0").decode("latin-1")
+
+    def step(self, command: int):
+        self.screens = []
+        return self.env.step(_idx(command))
+
+    @property
+    def waiting(self) -> tuple[bool, bool]:
+        """(--More-- waiting, a question open) at the end of the last step."""
+        internal = self.env.last_observation[self.env._internal_index]
+        return bool(internal[3]), bool(internal[1])
+
+    def letter_of(self, word: str) -> bytes:
+        game = self.env
+        observation = game.last_observation
+        letters = observation[game._observation_keys.index("inv_letters")]
+        names = observation[game._observation_keys.index("inv_strs")]
+        return next(bytes([int(l)]) for l, n in zip(letters, names) if word.encode() in bytes(n))
+
+
+MAP_AND_GO_TO_DOWN_STAIRS = b"\x06\x14>."  # wizard mode: map the level, teleport onto a '>'
+
+
+def test_oni_keeps_the_descent_message_through_a_second_more():
+    """Arriving on a square with several objects shows "You descend the stairs." at a --More--, then the list of
+    what is here at a second one: ONI reads the message at that second --More-- from the observation it already
+    replaced, so the step's message is the descent. Before, the second --More-- dropped it."""
+    game = _WizardOni(1)
+    try:
+        game.keys(MAP_AND_GO_TO_DOWN_STAIRS)
+        game.step(nethack.MiscDirection.DOWN)
+        for wish in (b"dagger", b"arrow", b"apple"):
+            letter = game.keys(b"\x17" + wish + b"\r")[0].encode()
+            game.keys(b"d" + letter)  # onto the up stairs of level 2, where the hero comes back down
+        game.step(nethack.MiscDirection.UP)
+        obs, _, _, _, info = game.step(nethack.MiscDirection.DOWN)
+        assert [more for _, more, _ in game.screens[:2]] == [True, True]  # two --More-- in the step
+        assert game.screens[0][0] == "You descend the stairs." and game.screens[1][0] != game.screens[0][0]
+        assert bytes(obs["message"]).rstrip(b"\0") == b"You descend the stairs."
+    finally:
+        game.env.close()
+
+
+def test_oni_stops_after_declining_a_question():
+    """Wizard mode asks "Die?" when soldier ants kill the hero; ONI declines it and stops: the --More-- that
+    follows ("OK, so you don't die.  The soldier ant stings! ...") waits for the agent's next key. Before, the
+    loop went on through every later --More-- and "Die?" of the step."""
+    game = _WizardOni(3)
+    try:
+        game.keys(b"\x07soldier ant\r" * 3)
+        declined_then_more = 0
+        for _ in range(150):
+            _, _, terminated, _, _ = game.step(nethack.Command.SEARCH)
+            assert not terminated
+            asked = [i for i, (message, _, _) in enumerate(game.screens) if message.startswith("Die?")]
+            if not asked:
+                continue
+            assert len(asked) == 1  # one question a step
+            after = game.screens[asked[0] + 1:]
+            assert len(after) == 1  # the escape was the step's last key
+            if after[0][1]:
+                assert game.waiting[0]  # the --More-- after it waits for the agent
+                declined_then_more += 1
+                if declined_then_more >= 2:
+                    break
+        assert declined_then_more >= 2
+    finally:
+        game.env.close()
+
+
+def test_oni_checks_its_questions_against_the_kept_descent_message():
+    """A descent onto a potion called "eat" that the nearly burdened hero picks up automatically: "You descend the
+    stairs." at a --More--, then "You have a little trouble lifting a potion called eat.  Continue? [ynq] (q)".
+    ONI checks the kept descent message against its list of the agent's questions, finds no "eat" and declines
+    the question. Before, the question on screen was checked and left to the agent."""
+    game = _WizardOni(1)
+    try:
+        game.keys(MAP_AND_GO_TO_DOWN_STAIRS)
+        game.step(nethack.MiscDirection.DOWN)
+        potion = game.keys(b"\x17potion of water\r")[0].encode()
+        env = game.env
+        for key in b"#name\r":  # the naming menu: no --More-- to dismiss here
+            env.nethack.step(key)
+        game.keys(b"o" + potion + b"eat\r")  # call the potion's type "eat"
+        game.keys(b"d" + potion)
+        for _ in range(12):  # nearly burdened: iron chains until burdened, then one back, rocks the same way
+            if "load" in game.keys(b"\x17iron chain\r"):
+                break
+        game.keys(b"d" + game.letter_of("iron chain"))
+        for _ in range(30):
+            if "load" in game.keys(b"\x17rock\r"):
+                break
+        game.keys(b"d1" + game.letter_of("rock"))
+        assert int(env.last_observation[env._blstats_index][22]) == 0  # unencumbered
+        game.step(nethack.MiscDirection.UP)
+        obs, _, _, _, info = game.step(nethack.MiscDirection.DOWN)
+        assert game.screens[0] == ("You descend the stairs.", True, False)
+        assert game.screens[1][0].startswith("You have a little trouble lifting a potion called eat.  Continue?")
+        assert not game.waiting[1]  # declined within the step
+        assert len(game.screens) == 3  # the escape ended the step (what it shows waits for the agent)
+    finally:
+        game.env.close()
+
+
 # ----------------------------------------------------------------------------- the files
 
 

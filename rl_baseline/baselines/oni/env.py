@@ -11,9 +11,10 @@ for NLE 1.0's gymnasium API:
 * macros: at the "What do you want to eat/drink?" prompt the north-west key ``y`` takes the
   first item offered and any other action cancels; casting takes the first spell; when NetHack
   says "You feel more confident in ..." the skill is enhanced at once; ``--More--`` is
-  dismissed, keeping "You descend the stairs." on screen (the staircase tasks read it); a text
-  prompt is escaped; a yes/no question is declined unless it is about eating, attacking, a
-  direction, praying or drinking;
+  dismissed, keeping "You descend the stairs." on screen through every later ``--More--`` of the
+  step (the staircase tasks read it); a text prompt is escaped; a yes/no question is declined,
+  and the step ends there, unless it is about eating, attacking, a direction, praying or
+  drinking, which ONI checks against the message it kept when it kept one;
 * rewards: Score is NLE's score difference with the -0.01 penalty for a step on which game
   time stands still; StaircaseLvl3/Lvl4 pay 50 when the hero comes down the stairs onto
   dungeon level 3/4, Oracle pays 50 next to the Oracle; both end the episode there, and
@@ -103,31 +104,33 @@ class _ExtendedActions:
         return observation, done
 
     def _dismiss(self, observation: tuple, done: bool, exceptions: bool) -> tuple[tuple, bool, Any]:
-        """``--More--``, text prompts and the questions the agent does not answer; returns the
-        message array of a "You descend the stairs." that ``--More--`` took off screen."""
+        """ONI's handling of what NetHack asks after a key (its ``_perform_known_steps``); returns the message
+        array of a "You descend the stairs." that ``--More--`` took off screen.
+
+        ONI's loop reads the message at a ``--More--`` and at a question from the observation it may already
+        have replaced, so once kept the descent message stays through every later ``--More--`` of the step, and
+        a question is checked against its list of the agent's questions with that kept message. A text prompt
+        is escaped and the loop goes on; a question the agent does not answer is declined and the loop stops:
+        whatever follows (a ``--More--``, another question) waits for the agent's next key."""
         kept = None
         for _ in range(64):  # a handful suffices; the bound only guards against a stuck loop
             if done:
                 break
             internal = observation[self._internal_index]
+            shown = kept if kept is not None else observation[self._message_index]
             if internal[3]:  # --More--
-                message = observation[self._message_index]
-                # the message at this --More-- is kept if it is ONI's one, and replaced by whatever a
-                # later key shows otherwise (as the release's loop does)
-                kept = message.copy() if kept_over_more(message, ONI_KEPT_OVER_MORE) else None
+                kept = shown.copy() if kept_over_more(shown, ONI_KEPT_OVER_MORE) else None
                 observation, done = self._press(_SPACE)
                 continue
             if internal[2]:  # a line of text is asked for: never
-                kept = None  # a question or a text prompt replaces the message on screen
+                kept = None  # a text prompt replaces the message on screen
                 observation, done = self._press(_ESC)
                 continue
             if internal[1]:  # a one-character question
+                if exceptions and any(q in bytes(shown) for q in ONI_SKIP_EXCEPTIONS):
+                    break  # the agent answers it (ONI shows it the kept message, if any)
                 kept = None
-                message = bytes(observation[self._message_index])
-                if exceptions and any(q in message for q in ONI_SKIP_EXCEPTIONS):
-                    break
                 observation, done = self._press(_ESC)
-                continue
             break
         return observation, done, kept
 
