@@ -167,6 +167,70 @@ def test_descender_measures_tell_finding_the_stairs_from_reaching_them_from_goin
         env.close()
 
 
+def test_a_trip_up_and_down_one_staircase_pair_counts_and_pays_nothing():
+    """One descent, then three trips up and down the same staircase pair: one new level. Before, the descender's
+    measure and its progress reward counted every depth increase (4 levels, paid 4)."""
+    reward = IntrinsicReward([], [], beta=3.0, llm_coef=1.0, extrinsic_coef=0.0)
+    env = SkillRuntime(make_monk_env(wizard=True, final_death=True, max_episode_steps=400),
+                       lambda: SingleSkillPolicy("descender"), reward, skill_reward="progress")
+    try:
+        _reset(env, 5)
+        game = env.unwrapped
+        game.wizard_keys(bytes([WIZARD_KEYS["wizmap"]]) + b"\x14>.")  # onto level 1's staircase down
+        paid, depths = [], []
+        for action in ("down", "up", "down", "up", "down", "up", "down"):
+            _, _, term, trunc, info = env.step(action_index(action))
+            assert not (term or trunc)
+            paid.append(info["intrinsic_reward"])
+            depths.append(info["depth"])
+        assert depths == [2, 1, 2, 1, 2, 1, 2]  # the hero arrives on the staircase back each time
+        values = env.stats.measures.values["descender"]
+        assert values["levels_descended"] == 1.0 and values["depth_increases"] == 4.0
+        assert env.stats.measures.progress("descender") == 1.0
+        assert paid == [1.0, 0, 0, 0, 0, 0, 0]
+    finally:
+        env.close()
+
+
+def test_new_deepest_levels_are_counted_per_dungeon_branch():
+    m = SkillMeasures()
+    blank = np.full((21, 79), ord(" "), dtype=np.uint8)
+    colours = np.zeros_like(blank)
+
+    def at(depth: int, dungeon: int = 0, skill: str = "descender") -> None:
+        m.update({"depth": depth, "dungeon_number": dungeon, "dungeon_level": depth if dungeon == 0 else depth - 2},
+                 blank, colours, skill)
+
+    m.reset({"depth": 1, "dungeon_number": 0, "dungeon_level": 1}, blank, colours)
+    at(2), at(3)  # down the main dungeon: 2 new levels
+    at(2, skill="ascender"), at(3)  # back up and down again: nothing new
+    at(4, dungeon=2)  # into the Gnomish Mines from level 3: a new level of that branch
+    at(3, skill="ascender"), at(4)  # the main dungeon's level 4: new in its branch
+    at(5, skill="discoverer"), at(4, skill="ascender"), at(5)  # level 5 was reached by another skill first
+    values = m.values["descender"]
+    assert values["levels_descended"] == 4.0 and values["depth_increases"] == 6.0
+
+
+def test_the_discoverer_is_not_paid_on_a_level_it_took_the_stairs_to():
+    """The discoverer explores the level it is on; cells it reveals on a level it went to itself pay it nothing
+    (measure and progress reward), so a descent is never the discoverer's gain."""
+    m = SkillMeasures()
+    few = np.full((21, 79), ord(" "), dtype=np.uint8)
+    few[0, :10] = ord(".")
+    more = few.copy()
+    more[1, :30] = ord(".")
+    colours = np.zeros_like(few)
+    m.reset({"depth": 1, "dungeon_number": 0, "dungeon_level": 1}, few, colours)
+    m.update({"depth": 1, "dungeon_number": 0, "dungeon_level": 1}, more, colours, "discoverer")
+    assert m.progress("discoverer") == 30.0
+    m.update({"depth": 2, "dungeon_number": 0, "dungeon_level": 2}, few, colours, "discoverer")  # took the stairs
+    m.update({"depth": 2, "dungeon_number": 0, "dungeon_level": 2}, more, colours, "discoverer")
+    assert m.progress("discoverer") == 30.0  # level 2 was the discoverer's own doing
+    m.update({"depth": 3, "dungeon_number": 0, "dungeon_level": 3}, few, colours, "descender")
+    m.update({"depth": 3, "dungeon_number": 0, "dungeon_level": 3}, more, colours, "discoverer")
+    assert m.progress("discoverer") == 60.0  # level 3 the descender brought it to
+
+
 def test_progress_stairs_reward_pays_the_first_arrival_on_each_levels_staircase_once():
     """--progress_stairs_reward 0.5 with --progress_scale 100 for the descender (live game, wizard mode): the
     first arrival on the level's '>' pays 50, standing there, leaving and coming back pay nothing, the descent

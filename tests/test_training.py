@@ -1098,7 +1098,7 @@ def test_forced_skill_evaluation_reports_the_skills_measures(trained):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = json.loads((tmp / "skill_policy" / "e2e" / "eval" / "skill_descender.json").read_text())
     assert out["skill"] == "descender" and out["policy"] == "trained" and out["episodes"] == 3
-    assert set(out["measures"]) == {"levels_descended", "steps_to_first_descent", "down_stairs_known_share",
+    assert set(out["measures"]) == {"levels_descended", "depth_increases", "steps_to_first_descent", "down_stairs_known_share",
                                     "down_stairs_reached"}
     assert all(e["length"] <= 60 for e in out["per_episode"]) and out["checkpoint"].endswith(".pth")
     # training logged the same measures (skills active in an episode only)

@@ -7,13 +7,20 @@ skill      measure                  definition
 ========== ======================== ==========================================================
 discoverer cells_per_1000_steps     map cells revealed (a cell of a level's map that was blank
                                     and no longer is; each level's own best count, so a level
-                                    seen again is not counted twice) per 1000 active steps
+                                    seen again is not counted twice) per 1000 active steps, on
+                                    levels the discoverer did not go to itself (its skill is the
+                                    current level: a level it took the stairs to pays it nothing)
 discoverer cells_revealed           the same cells, in all (a rate alone favours a policy that
                                     dies early: the first room is most of what it sees)
 discoverer new_levels               dungeon levels entered for the first time
-descender  levels_descended         dungeon levels gone down (sum of depth increases)
-descender  steps_to_first_descent   active steps before the first descent; an episode without
-                                    one counts all its active steps (censored)
+descender  levels_descended         new deepest levels: per dungeon branch, how much deeper than
+                                    anything reached before in the episode (by any skill) the
+                                    descender took the hero; a trip up and down again counts
+                                    nothing
+descender  depth_increases          every depth increase, a trip up and down again included (the
+                                    loop levels_descended ignores: their difference shows it)
+descender  steps_to_first_descent   active steps before the first new deepest level; an episode
+                                    without one counts all its active steps (censored)
 descender  down_stairs_known_share  share of the active steps on which a staircase (or ladder)
                                     down of the current level had been seen (``>`` on the map,
                                     by any skill)
@@ -56,7 +63,8 @@ from rl_baseline.tasks.detectors import (
 
 SKILL_MEASURES: dict[str, tuple[str, ...]] = {
     "discoverer": ("cells_per_1000_steps", "cells_revealed", "new_levels"),
-    "descender": ("levels_descended", "steps_to_first_descent", "down_stairs_known_share", "down_stairs_reached"),
+    "descender": ("levels_descended", "depth_increases", "steps_to_first_descent", "down_stairs_known_share",
+                  "down_stairs_reached"),
     "ascender": ("levels_ascended",),
     "merchant": ("shops_entered", "sale_offers", "prices_identified", "items_sold"),
     "worshipper": ("altars_found", "altar_drops", "buc_identified"),
@@ -71,8 +79,9 @@ MAIN_MEASURE: dict[str, str] = {
 }
 assert set(SKILL_MEASURES) == set(SKILLS) and all(MAIN_MEASURE[s] in SKILL_MEASURES[s] for s in SKILLS)
 #: the running count whose increase pays a skill under ``--skill_reward progress`` (a privileged diagnostic,
-#: not the method): map cells revealed for the discoverer (its main measure is a rate), the main measure
-#: otherwise (+1 per level descended, per level ascended, per item sold, per item whose BUC an altar showed)
+#: not the method): map cells revealed for the discoverer (its main measure is a rate; on levels it did not go
+#: to itself, so a descent never pays it), the main measure otherwise (+1 per new deepest level, per level
+#: ascended, per item sold, per item whose BUC an altar showed)
 PROGRESS_MEASURE: dict[str, str] = {**MAIN_MEASURE, "discoverer": "cells_revealed"}
 
 ALTAR_CHAR, ALTAR_COLOUR = ord("_"), 7
@@ -131,9 +140,12 @@ class SkillMeasures:
         self.stairs_levels_reached: set[tuple[int, int]] = set()
         self._level: Optional[tuple[int, int]] = None
         self._depth: Optional[int] = None
+        self._deepest: dict[int, int] = {}  # dungeon number -> the deepest depth reached in it this episode
+        self._discoverer_went_to: set[tuple[int, int]] = set()  # levels the discoverer took the hero to
         if info is not None and chars is not None:
             self._level = self._level_of(info)
             self._depth = int(info.get("depth", 1))
+            self._deepest[self._level[0]] = self._depth
             self._level_best[self._level] = revealed_cells(chars)
             self._note_down_stairs(self._level, chars, chars.tobytes())
             if colors is not None and altar_in_view(chars, colors):
@@ -155,13 +167,21 @@ class SkillMeasures:
                     self._read_message(msg, skill, c)
             return
         level = self._level_of(info)
+        branch_deepest = self._deepest.get(level[0], 0)
         if self._depth is not None and depth != self._depth:
             if skill == "descender" and depth > self._depth:
-                c["levels_descended"] += depth - self._depth
-                if self._first_descent is None:
-                    self._first_descent = self.steps[skill]
+                c["depth_increases"] += depth - self._depth
+                new_depth = depth - max(self._depth, branch_deepest)
+                if new_depth > 0:
+                    c["levels_descended"] += new_depth
+                    if self._first_descent is None:
+                        self._first_descent = self.steps[skill]
             elif skill == "ascender" and depth < self._depth:
                 c["levels_ascended"] += self._depth - depth
+            if skill == "discoverer" and level != self._level:
+                self._discoverer_went_to.add(level)
+        if depth > branch_deepest:
+            self._deepest[level[0]] = depth
         self._depth = depth
         raw = chars.tobytes()  # read once: the cell count and the altar search both scan it
         cells = len(raw) - raw.count(b" ")
@@ -170,7 +190,8 @@ class SkillMeasures:
             if skill == "discoverer":
                 c["new_levels"] += 1
         elif cells > self._level_best[level]:
-            self.cells_revealed[skill] += cells - self._level_best[level]
+            if not (skill == "discoverer" and level in self._discoverer_went_to):
+                self.cells_revealed[skill] += cells - self._level_best[level]
             self._level_best[level] = cells
         if level not in self._altar_levels and b"_" in raw and altar_in_view(chars, colors):
             self._altar_levels.add(level)
