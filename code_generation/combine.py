@@ -42,6 +42,7 @@ from code_generation.sandbox import (
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S, CallTimeout, call_bounded
 from common.atomic_io import atomic_write_text
 from common.file_errors import read_text
+from common.flag_checks import output_file, output_folder
 from common.vocabulary import check_task
 
 logger = logging.getLogger(__name__)
@@ -252,7 +253,9 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
     ``reference``: from the hand-written reference part (see :func:`build_module`).
     """
     base = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
-    target = Path(out_root) / task / f"seed{seed}" / "execution.py"
+    output_folder("--out_root", out_root, CombineInputError)
+    target = output_file("--out_root", Path(out_root) / task / f"seed{seed}" / "execution.py",
+                         error=CombineInputError)
     text = build_module(task, seed, gen_dir, prompt_dir, reference=reference)
     # a module edited by hand is refused before the checks and the sandboxed test, not after them
     written = not target.exists() or target.read_bytes() != text.encode("utf-8")

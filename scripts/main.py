@@ -51,10 +51,11 @@ if __package__ in (None, ""):  # run as a file (python scripts/main.py, ONI's sp
 
 # the project's imports come after the path above (which a run as a file needs to find them)
 from common.cli import FAILED, USAGE, MissingPackageError, error
+from common.flag_checks import output_folder
 from common.interrupts import RECEIVED, interrupted_exit, sigterm_raises
 from common.llm import BackendError
 from common.nethack import game_clock
-from rl_baseline.sf.cfg import ConfigError, evaluates_root_env, forced_skill, resolve_cfg
+from rl_baseline.sf.cfg import ConfigError, eval_dir_of, evaluates_root_env, forced_skill, resolve_cfg
 from rl_baseline.sf.checkpoints import CheckpointError
 
 
@@ -85,6 +86,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     try:
         cfg = resolve_cfg(argv)  # parsed, derived and validated once; the phases take it as it is
+        # the folder written, before any game or worker starts: the evaluation's, or the experiment's
+        if cfg.evaluation:
+            flag = "--eval_dir" if getattr(cfg, "eval_dir", None) else "--train_dir"
+            output_folder(flag, eval_dir_of(cfg), ConfigError)
+        else:
+            output_folder("--train_dir", Path(cfg.train_dir) / cfg.experiment, ConfigError)
         if cfg.evaluation:
             pinned = game_clock.parse_game_clock(cfg.game_clock)  # checked by resolve_cfg
             try:
