@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from common.atomic_io import atomic_write_json
+from common.cli import error
+from common.flag_checks import FlagError, output_file
 from rlaif.annotate import AnnotationConfig, annotate_chunk
 from rlaif.dataset import ObservationDataset, load_dataset, save_dataset
 from rlaif.label_comparison import compare_labels
@@ -110,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
+    try:
+        if args.out:
+            output_file("--out", args.out)  # before the server starts and the pairs are annotated
+    except FlagError as exc:
+        return error(exc)
     concurrencies = [int(c) for c in args.concurrency.split(",") if c]
     skills = [s for s in args.skills.split(",") if s]
     work = Path(tempfile.mkdtemp(prefix="local_llm_annotation_"))

@@ -45,13 +45,19 @@ from code_generation.sandbox import (
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S, CallTimeout, call_bounded
 from common.atomic_io import atomic_write_text
 from common.file_errors import read_text
+from common.flag_checks import output_file, output_folder
 from common.vocabulary import check_task
 
 logger = logging.getLogger(__name__)
 
 
 class CombineError(RuntimeError):
-    """The parts cannot be joined, or the result would overwrite a different module."""
+    """The parts cannot be joined, or the joined module fails its checks."""
+
+
+class CombineInputError(CombineError):
+    """Bad input: a generated policy or reference part that is not there, or a different module already at the
+    output that only ``force`` replaces (the script exits 2, as for a bad flag)."""
 
 
 @dataclass
@@ -187,12 +193,16 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
     if reference:
         source = base / task / REFERENCE_PART
         if not source.is_file():
-            raise CombineError(f"no hand-written reference policy at {source}")
+            raise CombineInputError(f"no hand-written reference policy at {source}")
     else:
         source = run_dir / "execution.py"
+        generate = f"run `python -m scripts.generate_code --task {task} --seed {seed}` first"
+        if not Path(gen_dir).is_dir():
+            what = "not a folder" if Path(gen_dir).exists() else "no such folder"
+            raise CombineInputError(f"--gen_dir {gen_dir}: {what} (it holds {{gen_dir}}/{task}/_seed{seed}/"
+                                    f"execution.py); {generate}")
         if not source.is_file():
-            raise CombineError(f"no generated code at {source}; run `python -m scripts.generate_code "
-                               f"--task {task} --seed {seed}` first")
+            raise CombineInputError(f"no generated code at {source}; {generate}")
     policy = split_unit_test(_read_part(source))[0]
     try:
         tree = ast.parse(policy)
@@ -260,7 +270,14 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
     ``reference``: from the hand-written reference part (see :func:`build_module`).
     """
     base = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
+    output_folder("--out_root", out_root, CombineInputError)
+    target = output_file("--out_root", Path(out_root) / task / f"seed{seed}" / "execution.py",
+                         error=CombineInputError)
     text = build_module(task, seed, gen_dir, prompt_dir, reference=reference)
+    # a module edited by hand is refused before the checks and the sandboxed test, not after them
+    written = not target.exists() or target.read_bytes() != text.encode("utf-8")
+    if written and target.exists() and not force:
+        raise CombineInputError(f"{target} exists and differs from the new module; pass --force to replace it")
     problems = check_source(text, FULL_METHODS)
     if problems:
         raise CombineError(f"combined module for {task} seed {seed} refused by the code check:\n"
@@ -275,14 +292,6 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
             source = Path(gen_dir) / task / f"_seed{seed}" / "execution.py"
             raise CombineError(f"combined module for {task} seed {seed} (from {source}) fails its unit test "
                                f"(use --force to write it anyway):\n{output[-3000:]}")
-    target = Path(out_root) / task / f"seed{seed}" / "execution.py"
-    written = True
-    if target.exists():
-        old = target.read_text(encoding="utf-8")
-        if old == text:
-            written = False
-        elif not force:
-            raise CombineError(f"{target} exists and differs from the new module; pass --force to replace it")
     for folder in (Path(out_root), Path(out_root) / task, target.parent):
         folder.mkdir(parents=True, exist_ok=True)
         init = folder / "__init__.py"

@@ -1,5 +1,6 @@
-"""One home for the size rules every entry point applies to its flags: env-step budgets, worker and
-env counts, batch and rollout sizes, and the LLM client's concurrency, timeout and retries.
+"""One home for the rules every entry point applies to its flags: env-step budgets, worker and env counts,
+batch and rollout sizes, the LLM client's concurrency, timeout and retries, and the folders and files a run
+writes (:func:`output_folder`, :func:`output_file`: checked before the work, not found unwritable at its end).
 
 Each check raises :class:`FlagError` naming the flag (``--train_for_env_steps must be at least 1, got -100``);
 the scripts turn it into exit status 2, as argparse does for a malformed value. Checks take the flag's
@@ -7,6 +8,10 @@ value as given, so a library caller gets the same message as a command-line user
 """
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
+from pathlib import Path
 from typing import Any, Iterable
 
 
@@ -60,3 +65,59 @@ def check_llm_client(concurrency: Any = 1, timeout: Any = 1.0, max_retries: Any 
     at_least(flags[0], concurrency, 1, "requests in flight at once")
     above(flags[1], timeout, 0, "seconds per request")
     at_least(flags[2], max_retries, 0, "retries per failed request")
+
+
+def _cannot_create_in(folder: Path) -> str | None:
+    """Why no file can be created in the existing folder ``folder``, or None. One is created, as permission bits
+    do not tell (root passes them; a read-only mount or /proc refuses anyway): an unnamed file where the
+    filesystem has them, which leaves the folder as it was (its time of change too), else a named one, removed
+    at once."""
+    try:
+        fd = os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    except (AttributeError, OSError) as exc:  # AttributeError: no O_TMPFILE on this system
+        if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return exc.strerror or type(exc).__name__
+        try:
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-", suffix=".tmp")
+        except OSError as named:
+            return named.strerror or type(named).__name__
+        os.unlink(probe)
+    os.close(fd)
+    return None
+
+
+def _folder_problem(path: Path) -> str | None:
+    """Why no file can be written in the folder ``path`` (there, or to be created below the nearest existing
+    folder), or None."""
+    folder = path  # os.path's tests: a folder that may not be searched is "not there", not a PermissionError
+    while not os.path.exists(folder) and folder != folder.parent:
+        folder = folder.parent
+    if not os.path.isdir(folder):
+        return f"{folder} is a file, not a folder"
+    problem = _cannot_create_in(folder)
+    return f"cannot be written: creating a file in {folder} fails ({problem})" if problem else None
+
+
+def output_folder(flag: str, path: str | os.PathLike, error: type[Exception] = FlagError) -> Path:
+    """``path`` as a folder a run writes into: a folder it can write in, or one it can create (nothing is
+    created here). Else ``error`` naming ``flag`` and ``path``: a file in the way, or a place that refuses files."""
+    path = Path(path)
+    problem = "a file, not a folder" if os.path.exists(path) and not os.path.isdir(path) else _folder_problem(path)
+    if problem:
+        raise error(f"{flag} {path}: {problem}")
+    return path
+
+
+def output_file(flag: str, path: str | os.PathLike, overwrite: bool = True, remedy: str = "",
+                error: type[Exception] = FlagError) -> Path:
+    """``path`` as a file a run writes: not a folder, in a folder :func:`output_folder` accepts, and, unless
+    ``overwrite``, not there yet (``remedy`` says how to replace it). Else ``error`` naming ``flag`` and ``path``."""
+    path = Path(path)
+    if os.path.isdir(path):
+        raise error(f"{flag} {path}: a folder, not a file")
+    if os.path.exists(path) and not overwrite:
+        raise error(f"{flag} {path}: already exists" + (f"; {remedy}" if remedy else ""))
+    problem = _folder_problem(path.parent)
+    if problem:
+        raise error(f"{flag} {path}: {problem}")
+    return path

@@ -55,6 +55,12 @@ def sigterm_raises(sigint: bool = False) -> Iterator[None]:
             signal.signal(s, h)
 
 
+def received_status() -> int:
+    """The exit status of a run a library stopped on a signal it caught: 128 + the newest signal in
+    :data:`RECEIVED` (SIGINT when none was recorded: a Ctrl-C outside :func:`sigterm_raises`)."""
+    return 128 + (RECEIVED[-1] if RECEIVED else int(signal.SIGINT))
+
+
 def interrupted_exit(exc: BaseException, saved: str) -> int:
     """Prints ``interrupted by SIGNAME: {saved}`` on stderr and returns the exit status (128 + signal)."""
     signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)

@@ -213,8 +213,10 @@ class ReplayBackend(Backend):
         if not replay_path:
             raise BackendError("the replay backend needs --replay PATH (a transcript.jsonl)")
         path = Path(replay_path)
+        if path.is_dir():
+            raise BackendError(f"--replay {path}: a folder, not a transcript file (JSON lines of a recorded run)")
         if not path.is_file():
-            raise BackendError(f"replay transcript not found: {path}")
+            raise BackendError(f"--replay {path}: transcript not found")
         self.path = path
         self.answers: list[str] = []
         try:

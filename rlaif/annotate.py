@@ -65,7 +65,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
-from common.flag_checks import FlagError, at_least, check_llm_client
+from common.flag_checks import FlagError, at_least, check_llm_client, output_folder
 from common.llm import (
     CHOICE_BACKENDS,
     DEFAULT_MODEL,
@@ -303,8 +303,8 @@ def pairs_per_call(cfg: "AnnotationConfig") -> int:
 
 
 def check_annotation_flags(cfg: "AnnotationConfig") -> None:
-    """Sizes and the LLM client's settings, before anything is read or written (:class:`FlagError` naming
-    the flag; the scripts exit 2)."""
+    """Sizes, the LLM client's settings and the folders the run writes, before anything is read or written
+    (:class:`FlagError` naming the flag; the scripts exit 2)."""
     for name in ("flushing_freq", "n_chunks", "max_tokens"):
         at_least(name, getattr(cfg, name), 1)
     for name in ("batch_size", "num_gpus", "max_model_len"):
@@ -320,6 +320,14 @@ def check_annotation_flags(cfg: "AnnotationConfig") -> None:
     if cfg.answer_mode != "release" and not cfg.merge and cfg.backend not in CHOICE_BACKENDS:
         raise FlagError(f"--answer_mode {cfg.answer_mode} restricts replies by constrained decoding, which --backend "
                         f"{cfg.backend} cannot do; use --backend {backend_list(CHOICE_BACKENDS)}")
+    # the folders written, as each script spells its flag (Motif's layout keeps its labels in {directory}/preference)
+    motif = cfg.layout == "motif"
+    outputs = [("--directory" if motif else "--preference_dir", cfg.preference_dir),
+               ("--state-dir" if motif else "--state_dir", cfg.state_dir),
+               ("--logdir", cfg.logdir if cfg.log_conversations else None)]
+    for flag, folder in outputs:
+        if folder:
+            output_folder(flag, folder)
 
 
 def chunk_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:

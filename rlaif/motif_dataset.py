@@ -43,6 +43,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_save_npy
+from common.flag_checks import output_folder
 from common.nethack import blstats as B
 from common.nethack.messages import MESSAGE_LEN
 from rlaif.dataset import STAT_INDEX, ObservationDataset
@@ -308,6 +309,15 @@ def skill_preferences(preference_dir: str | os.PathLike, skill: str, num_pairs: 
     return out
 
 
+def check_export_target(out: str | os.PathLike, overwrite: bool = False) -> Path:
+    """``out`` as :func:`export_motif_layout` writes it (checked before the dataset is read): a folder that can be
+    written, and one that is not there yet unless ``overwrite``; else :class:`MotifLayoutError`."""
+    out = output_folder("--out", out, MotifLayoutError)
+    if out.exists() and not overwrite:
+        raise MotifLayoutError(f"{out} exists; pass --overwrite to replace it (or choose another --out)")
+    return out
+
+
 def export_motif_layout(
     dataset: ObservationDataset,
     preferences: Mapping[str, np.ndarray],
@@ -322,12 +332,10 @@ def export_motif_layout(
     Everything is written into a temporary folder next to ``out`` that then takes its place, so a
     failed export leaves nothing half written; an existing ``out`` is only replaced with ``overwrite``.
     """
-    out = Path(out)
+    out = check_export_target(out, overwrite)
     n = dataset.num_pairs
     if n == 0:
         raise MotifLayoutError("the dataset holds no pair (it needs at least two samples)")
-    if out.exists() and not overwrite:
-        raise MotifLayoutError(f"{out} exists; pass --overwrite to replace it (or choose another --out)")
     labels: dict[str, np.ndarray] = {}
     for name, arr in preferences.items():
         check_annotator_name(name)

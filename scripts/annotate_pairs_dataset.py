@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from common.cli import FAILED, USAGE, MissingPackageError, ScriptParser, error
+from common.flag_checks import output_folder
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BACKEND_ALIASES, BACKENDS, MOTIF_ANNOTATOR_MODELS, BackendError, backend_list
 from rlaif.annotate import AnnotationConfig, annotate_chunk, check_annotation_flags, chunk_path
@@ -161,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.annotator_type != "llama":
         try:
+            output_folder("--directory", Path(args.directory) / "preference", MotifLayoutError)
             path, counts = rule_preferences(args.directory, args.annotator_type,
                                             name=args.custom_annotator_string, ignore_existing=args.ignore_existing)
         except MotifLayoutError as exc:

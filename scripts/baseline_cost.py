@@ -16,6 +16,7 @@ import logging
 import sys
 
 from common.cli import ScriptParser
+from common.flag_checks import FlagError, output_folder
 from orchestration.baseline_cost import LLM_MODES, CostError, parse_phase_spec, write_cost
 
 
@@ -39,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
+        output_folder("--out_dir", args.out_dir)
         phases = [(f"baselines/{args.name}/{phase}", device) for phase, device in map(parse_phase_spec, args.phase)]
         path = write_cost(args.out_dir, args.name, args.label, phases, args.llm)
-    except (CostError, OSError) as exc:
+    except (CostError, FlagError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {path}")

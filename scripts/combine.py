@@ -15,9 +15,9 @@ import argparse
 import logging
 import sys
 
-from code_generation.combine import CombineError, combine
+from code_generation.combine import CombineError, CombineInputError, combine
 from code_generation.loader import MetaPolicyError
-from common.cli import ScriptParser
+from common.cli import FAILED, USAGE, ScriptParser, error
 from common.vocabulary import ALL_TASKS
 
 
@@ -48,9 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = combine(args.task, args.seed, gen_dir=args.gen_dir, out_root=args.out_root, force=args.force,
                          prompt_dir=args.prompt_dir, run_test=not args.skip_test, reference=args.reference)
-    except (CombineError, MetaPolicyError) as exc:
+    except CombineInputError as exc:  # a missing input, an unwritable output, a different module in the way
+        return error(exc, USAGE)
+    except (CombineError, MetaPolicyError) as exc:  # the joined module fails its checks or its test (output kept)
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return FAILED
     state = "written" if result.written else "unchanged (identical module already there)"
     print(f"{result.path}: {state}")
     return 0

@@ -20,6 +20,7 @@ from typing import Any
 
 from common.atomic_io import atomic_write_json
 from common.cli import ScriptParser, error
+from common.flag_checks import FlagError, output_file
 from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError, load_dataset
 from rlaif.label_comparison import LabelComparison, compare_labels
@@ -97,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.out and Path(args.out).is_dir():  # found before the work, not after the table is printed
         return error(f"--out {args.out} is a folder; give the JSON file to write, e.g. "
                      f"{Path(args.out) / 'label_comparison.json'}")
+    try:
+        if args.out:
+            output_file("--out", args.out)
+    except FlagError as exc:
+        return error(exc)
     names = tuple(n.strip() for n in args.names.split(","))
     if len(names) != 2 or not all(names):
         print(f"error: --names needs two names, got {args.names!r}", file=sys.stderr)

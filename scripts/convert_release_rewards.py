@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from common.cli import ScriptParser
+from common.flag_checks import output_folder
 from common.vocabulary import SKILLS
 from rlaif.release_reward import DEFAULT_NAME_TEMPLATE, convert_release_rewards
 from rlaif.reward_model import RewardCheckpointError
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
         parser.error("--skill applies to --checkpoint; use --skills with --release_dir")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        output_folder("--out_dir", args.out_dir)
         written = convert_release_rewards(
             args.out_dir, release_dir=args.release_dir, checkpoint=args.checkpoint, skill=args.skill,
             checkpoint_num=args.checkpoint_num, skills=args.skills, overwrite=args.overwrite,

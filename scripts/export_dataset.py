@@ -51,9 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from rlaif.dataset import DatasetError, find_dataset, load_dataset  # lazy: pulls in numpy; --help stays light
-    from rlaif.motif_dataset import MotifLayoutError, export_motif_layout, skill_preferences  # lazy: numpy, as above
+    from rlaif.motif_dataset import (  # lazy: numpy, as above
+        MotifLayoutError,
+        check_export_target,
+        export_motif_layout,
+        skill_preferences,
+    )
 
     try:
+        check_export_target(args.out, args.overwrite)  # before the dataset is read
         path = Path(args.dataset) if args.dataset else find_dataset(args.dataset_dir, args.skill)
         dataset = load_dataset(path)
         prefs = skill_preferences(args.preference_dir, args.skill, dataset.num_pairs, args.annotator)

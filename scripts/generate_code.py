@@ -12,6 +12,7 @@ from code_generation.generate import GenerationConfig, generate
 from code_generation.prompts import PromptError
 from code_generation.sandbox import SandboxLimits
 from common.cli import FAILED, USAGE, MissingPackageError, ScriptParser, error
+from common.flag_checks import FlagError, output_folder
 from common.llm import CODER_MODEL, BackendError, make_backend
 from common.vocabulary import ALL_TASKS
 
@@ -63,12 +64,16 @@ def main(argv: list[str] | None = None) -> int:
                               reference_test=not args.no_reference_test, skill_functions=args.skill_functions,
                               limits=SandboxLimits(wall_seconds=args.test_timeout,
                                                    cpu_seconds=max(1, int(args.test_timeout))))
-    try:
+    try:  # the flags' output folder and backend (a --replay transcript that is missing or broken): bad input
+        output_folder("--out_dir", args.out_dir)
         client = make_backend(args.backend, model=args.model, base_url=args.base_url,
                               temperature=args.temperature, max_tokens=args.max_tokens, top_k=0, top_p=1.0,
                               seed=args.seed, api_key_env=args.api_key_env, replay_path=args.replay,
                               timeout=args.timeout, max_retries=2, concurrency=1, device=args.device,
                               device_map=args.device_map)
+    except (FlagError, BackendError) as exc:
+        return error(exc, USAGE)
+    try:
         result = generate(config, client)
     except (MissingPackageError, PromptError) as exc:  # a missing optional package or a bad prompt file
         return error(exc, USAGE)

@@ -21,9 +21,11 @@ import argparse
 import logging
 import sqlite3
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 from common.cli import ScriptParser
+from common.flag_checks import output_file
 from common.vocabulary import SKILLS
 from rl_baseline.collect.config import CollectError, add_dataset_args, check_dataset_args
 from rl_baseline.collect.rollouts import check_output, output_path, write_dataset
@@ -75,6 +77,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         )
         config.validate()
         path = check_output(output_path(args.out, config.skill), args.force)
+        if config.db and (config.ttyrec_dir or not Path(config.db).exists()):  # recordings are added to it
+            output_file("--db", config.db, error=CollectError)
         dataset = import_ttyrecs(config)
         write_dataset(path, dataset, force=args.force)
     except (CollectError, ValueError) as exc:

@@ -41,7 +41,6 @@ the run with exit status 1; a bad configuration is reported before any worker st
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -51,10 +50,11 @@ if __package__ in (None, ""):  # run as a file (python scripts/main.py, ONI's sp
 
 # the project's imports come after the path above (which a run as a file needs to find them)
 from common.cli import FAILED, USAGE, MissingPackageError, error
-from common.interrupts import RECEIVED, interrupted_exit, sigterm_raises
+from common.flag_checks import output_folder
+from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BackendError
 from common.nethack import game_clock
-from rl_baseline.sf.cfg import ConfigError, evaluates_root_env, forced_skill, resolve_cfg
+from rl_baseline.sf.cfg import ConfigError, eval_dir_of, evaluates_root_env, forced_skill, resolve_cfg
 from rl_baseline.sf.checkpoints import CheckpointError
 
 
@@ -85,6 +85,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     try:
         cfg = resolve_cfg(argv)  # parsed, derived and validated once; the phases take it as it is
+        # the folder written, before any game or worker starts: the evaluation's, or the experiment's
+        if cfg.evaluation:
+            flag = "--eval_dir" if getattr(cfg, "eval_dir", None) else "--train_dir"
+            output_folder(flag, eval_dir_of(cfg), ConfigError)
+        else:
+            output_folder("--train_dir", Path(cfg.train_dir) / cfg.experiment, ConfigError)
         if cfg.evaluation:
             pinned = game_clock.parse_game_clock(cfg.game_clock)  # checked by resolve_cfg
             try:
@@ -95,17 +101,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             except RuntimeError as exc:  # pinned, but the library did not load
                 return error(exc, FAILED)
             return _evaluate(cfg)
-        from sample_factory.algo.utils.misc import ExperimentStatus  # lazy: sample-factory; only when training
-
         from rl_baseline.sf.train import train  # lazy: pulls in sample-factory and torch; only when training
 
         # sample-factory's event loop catches the KeyboardInterrupt a signal raises, stops the workers in order
-        # (the learner saves a checkpoint) and reports INTERRUPTED; the exit status then says which signal
+        # (the learner saves a checkpoint) and reports INTERRUPTED; the exit status train returns says which signal
         with sigterm_raises(sigint=True):
-            status = train(cfg)
-        if status == ExperimentStatus.INTERRUPTED:
-            return 128 + (RECEIVED[-1] if RECEIVED else int(signal.SIGINT))
-        return status
+            return train(cfg)
     except (ConfigError, CheckpointError, FileNotFoundError, BackendError) as exc:  # BackendError: --meta_llm_*
         return error(exc, USAGE)
     except Exception as exc:  # sample-factory's config loader raises bare Exception

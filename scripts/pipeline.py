@@ -22,6 +22,7 @@ from pathlib import Path
 
 from code_generation.verify import check_meta_policies
 from common.cli import USAGE, ScriptParser, error
+from common.flag_checks import FlagError, output_folder
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BackendError, check_installed
 from common.precision import PrecisionError, resolve_precision
@@ -196,6 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:  # the folders written, before anything is planned or run
+        if args.write_slurm:
+            output_folder("--write_slurm", args.write_slurm)
+        if not (args.preset == "paper" or args.dry_run or args.write_slurm):
+            output_folder("--out_dir", cfg.out_dir)
+    except FlagError as exc:
+        return error(exc)
     plan = build_plan(cfg)
     if args.write_slurm:
         try:

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from common.cli import ScriptParser
+from common.flag_checks import output_folder
 from orchestration.report import DEFAULT_WINDOW, ReportError, build_report
 
 
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     roots = args.train_dir or ["train_dir"]
     out = Path(args.out) if args.out else Path(roots[0]) / "report"
     try:
+        output_folder("--out", out, ReportError)  # before the results are read and plotted
         report = build_report(roots, out, paper=not args.no_paper, plots=not args.no_plots, window=args.window)
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)

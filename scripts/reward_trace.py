@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from common.cli import ScriptParser, error
+from common.flag_checks import output_folder
 from common.vocabulary import NUM_SKILLS, SKILLS
 from rl_baseline.sf.cfg import (
     DEFAULT_QUANTILES,
@@ -59,6 +60,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if getattr(args, flag) < 1:
             return error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     try:
+        if args.out:
+            output_folder("--out", args.out, ConfigError)  # before the games are played
         dirs = parse_reward_dirs(args.reward_dir)
         if len(dirs) != NUM_SKILLS:
             raise ConfigError(f"--reward_dir: {NUM_SKILLS} reward directories needed, one per skill in skill order "

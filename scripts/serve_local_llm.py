@@ -24,6 +24,7 @@ from pathlib import Path
 
 from common.atomic_io import atomic_write_text
 from common.cli import FAILED, USAGE, ScriptParser, error
+from common.flag_checks import FlagError, output_file
 from common.local_models import (
     LLAMA_CPP_INSTALL,
     LOCAL_MODELS,
@@ -93,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         local_model_file(args.model)
     except LocalModelError as exc:
         return error(f"--model: {exc}", USAGE)
+    log_path = Path(args.log or f"train_dir/llm_server_{args.port}.log")
+    try:
+        output_file("--log", log_path)
+        if args.ready_file:
+            output_file("--ready_file", args.ready_file)
+    except FlagError as exc:
+        return error(exc, USAGE)
     problem = _host_problem(args.host, args.port)
     if problem:
         return error(f"--host {args.host}: {problem}", USAGE)
@@ -104,7 +112,6 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         return error(f"llama.cpp's server is not installed ({exc}): {LLAMA_CPP_INSTALL}", USAGE)
     cmd = llama_cpp_server_command(args.model, args.host, args.port, args.n_ctx, args.n_threads)
-    log_path = Path(args.log or f"train_dir/llm_server_{args.port}.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     url = server_url(args.host, args.port)
     name = served_name(args.model)

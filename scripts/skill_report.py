@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
 from common.cli import FAILED, MissingPackageError, ScriptParser, error
+from common.flag_checks import FlagError, output_folder
 from common.nethack import game_clock
 from common.vocabulary import SKILLS
 from rl_baseline.sf.cfg import ConfigError
@@ -92,9 +92,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         progress_dir = str(check_policy_dir(args.progress_policy_dir)) if args.progress_policy_dir else None
     except FileNotFoundError as exc:
         return error(exc)
-    out = Path(args.out) if args.out else policy_dir
-    if out.exists() and not out.is_dir():
-        return error(f"--out {out}: a file, not a folder")
+    try:
+        out = output_folder("--out", args.out if args.out else policy_dir)
+    except FlagError as exc:
+        return error(exc)
     try:
         if pinned is not None and not game_clock.runs_under(pinned):
             return game_clock.rerun_under(pinned, "scripts.skill_report", argv)

@@ -32,6 +32,7 @@ import logging
 import sys
 
 from common.cli import ScriptParser
+from common.flag_checks import output_folder
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError
@@ -188,6 +189,7 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_from_args(args)
+        output_folder("--train_dir", cfg.run_dir)  # before the data are read and the model trained
         with sigterm_raises():
             result = train_reward(cfg)
     except (RewardTrainingError, DatasetError, PreferenceError, MotifLayoutError, FileNotFoundError, ValueError) as exc:

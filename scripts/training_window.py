@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from common.cli import ScriptParser, error
+from common.flag_checks import FlagError, output_file
 
 #: the statistics shown without --tags: the discoverer's and the descender's progress and the message stream
 DEFAULT_TAGS = (
@@ -70,6 +71,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     asked = [t for t in (args.tags or "").split(",") if t]
     if args.plot and not args.plot.lower().endswith(".png"):
         return error(f"--plot {args.plot}: expected a .png path")
+    try:
+        if args.plot:
+            output_file("--plot", args.plot)  # before the summaries are read
+    except FlagError as exc:
+        return error(exc)
     runs = []
     for folder in [args.policy_dir, *args.compare]:
         flag = "--policy_dir" if folder == args.policy_dir else "--compare"

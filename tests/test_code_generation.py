@@ -165,7 +165,7 @@ def test_replay_navigation_task_repairs_a_rejected_first_attempt(tmp_path, capsy
                              "--out_root", str(root)]) == 0  # identical: fine
     module.write_text(text + "\n# edited by hand\n")
     assert combine_cli.main(["--task", "gnomish", "--seed", "42", "--gen_dir", str(out),
-                             "--out_root", str(root)]) == 1
+                             "--out_root", str(root)]) == 2  # a file in the way: bad input, as for a flag
     assert module.read_text().endswith("# edited by hand\n")
     assert combine_cli.main(["--task", "gnomish", "--seed", "42", "--gen_dir", str(out),
                              "--out_root", str(root), "--force"]) == 0
@@ -282,17 +282,47 @@ def test_http_backends_end_to_end_against_a_local_server(tmp_path, backend):
 
 
 def test_bad_flags_fail_clearly(tmp_path, capsys):
-    assert generate_code.main(["--task", "gnomish", "--backend", "replay", "--out_dir", str(tmp_path)]) == 1
+    assert generate_code.main(["--task", "gnomish", "--backend", "replay", "--out_dir", str(tmp_path)]) == 2
     assert "--replay" in capsys.readouterr().err
-    assert generate_code.main(["--task", "gnomish", "--backend", "replay", "--replay", str(tmp_path / "none.jsonl"),
-                               "--out_dir", str(tmp_path)]) == 1
-    assert "not found" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         generate_code.main(["--task", "nosuchtask"])
     assert exc.value.code == 2 and "--task: invalid choice: 'nosuchtask'" in capsys.readouterr().err
     assert combine_cli.main(["--task", "delphi", "--seed", "9", "--gen_dir", str(tmp_path),
-                             "--out_root", str(tmp_path / "meta")]) == 1
+                             "--out_root", str(tmp_path / "meta")]) == 2
     assert "generate_code" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind, says", [("a folder", "a folder, not a transcript file"),
+                                        ("missing", "transcript not found"),
+                                        ("broken", "not a JSON line")])
+def test_a_replay_transcript_that_cannot_be_read_is_a_usage_error(tmp_path, capsys, kind, says):
+    """A folder, a missing file or a broken file given to --replay is bad input (it exited 1, as a model's server
+    that failed, and a folder that exists was "not found")."""
+    replay = tmp_path / "transcript.jsonl"
+    if kind == "a folder":
+        replay.mkdir()
+    elif kind == "broken":
+        replay.write_text('{"role": "assistant", "content": "cut sh')
+    rc = generate_code.main(["--task", "gnomish", "--backend", "replay", "--replay", str(replay),
+                             "--out_dir", str(tmp_path / "gen")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and says in err and str(replay) in err
+    assert not (tmp_path / "gen").exists()
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+def test_a_gen_dir_that_is_not_a_folder_is_a_usage_error(tmp_path, capsys, kind):
+    """It exited 1, the status of a combined module that fails its checks."""
+    gen_dir = tmp_path / "gen"
+    if kind == "a file":
+        gen_dir.write_text("not a folder")
+    rc = combine_cli.main(["--task", "gnomish", "--seed", "42", "--gen_dir", str(gen_dir),
+                           "--out_root", str(tmp_path / "meta")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.startswith(f"error: --gen_dir {gen_dir}: {'no such folder' if kind == 'missing' else 'not a folder'}")
+    assert err.count("\n") == 1 and not (tmp_path / "meta").exists()
 
 
 SKILL_FUNCTIONS = """```python

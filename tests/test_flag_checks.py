@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.flag_checks import FlagError, at_least, check_llm_client, check_training_sizes
+from common.flag_checks import FlagError, at_least, check_llm_client, check_training_sizes, output_file, output_folder
 from common.llm import BackendError, make_backend
 from scripts import annotate_pairs, annotate_pairs_dataset, llm_policy
 from scripts import main as main_script
@@ -28,6 +28,30 @@ def test_the_rules() -> None:
     with pytest.raises(FlagError, match="--batch_size must be at least 1"):
         check_training_sizes(Namespace())
     check_training_sizes(Namespace(), ["train_for_env_steps", "num_workers"])
+
+
+def test_output_paths_are_checked_without_writing_anything(tmp_path) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("kept")
+    changed = tmp_path.stat().st_mtime_ns
+    assert output_folder("--out", tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    assert output_file("--out", tmp_path / "new" / "x.json") == tmp_path / "new" / "x.json"
+    assert sorted(tmp_path.iterdir()) == [a_file] and tmp_path.stat().st_mtime_ns == changed  # nothing written
+    with pytest.raises(FlagError, match=f"^--out {a_file}: a file, not a folder$"):
+        output_folder("--out", a_file)
+    with pytest.raises(FlagError, match=f"^--out {a_file}/sub: {a_file} is a file, not a folder$"):
+        output_folder("--out", a_file / "sub")
+    with pytest.raises(FlagError, match=f"^--plot {a_file}/x.png: {a_file} is a file, not a folder$"):
+        output_file("--plot", a_file / "x.png")
+    with pytest.raises(FlagError, match=r"^--out /proc/x/y: cannot be written: creating a file in /proc fails \("):
+        output_folder("--out", "/proc/x/y")
+    with pytest.raises(FlagError, match=f"^--out {tmp_path}: a folder, not a file$"):
+        output_file("--out", tmp_path)
+    with pytest.raises(FlagError, match=f"^--out {a_file}: already exists; pass --force to replace it$"):
+        output_file("--out", a_file, overwrite=False, remedy="pass --force to replace it")
+    assert output_file("--out", a_file) == a_file and a_file.read_text() == "kept"
+    with pytest.raises(KeyError, match="--out"):  # the caller's error type
+        output_folder("--out", a_file, KeyError)
 
 
 @pytest.mark.parametrize("flag, value, message", [

@@ -158,6 +158,33 @@ def test_the_pipeline_passes_the_signal_to_its_phase_and_says_how_to_resume(tmp_
     assert load_preferences(tmp_path / "preference" / "llama3_descender_default.npy", 60).shape == (60,)
 
 
+@pytest.mark.parametrize("signum, status", SIGNALS)
+def test_the_line_training_ends_with_gives_the_exit_status_of_the_signal(monkeypatch, signum, status) -> None:
+    """It said "training ended with status 2 (interrupted)", sample-factory's own code, while the process exited
+    130 (2 is the scripts' status for bad input)."""
+    from sample_factory.algo.utils.misc import ExperimentStatus
+
+    from common import interrupts
+    from rl_baseline.sf.train import ending_line, exit_status
+
+    monkeypatch.setattr(interrupts, "RECEIVED", [])
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (see _default_sigint)
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts.sigterm_raises(sigint=True):
+            os.kill(os.getpid(), signum)  # recorded as sample-factory's event loop would see it, then caught
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert exit_status(ExperimentStatus.INTERRUPTED) == status
+    line = ending_line(ExperimentStatus.INTERRUPTED, [], Path("x/checkpoint_p0/checkpoint_000000002_512.pth"))
+    assert line == (f"training ended with status {status} (interrupted by {signal.Signals(signum).name}); newest "
+                    "checkpoint: x/checkpoint_p0/checkpoint_000000002_512.pth; the same command resumes from it")
+    assert ending_line(ExperimentStatus.FAILURE, ["rollout worker 0"], None) == (
+        "training ended with status 1 (failure): rollout worker 0 exited; newest checkpoint: none saved yet; the same "
+        "command resumes from it")
+    assert exit_status(ExperimentStatus.SUCCESS) == 0 and exit_status(ExperimentStatus.FAILURE) == 1
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signum, status", SIGNALS)
 def test_skill_training_interrupted_saves_a_checkpoint_and_resumes_from_it(tmp_path, signum, status) -> None:
@@ -173,7 +200,8 @@ def test_skill_training_interrupted_saves_a_checkpoint_and_resumes_from_it(tmp_p
     assert rc == status, err[-3000:]
     saved = sorted((tmp_path / "x" / "checkpoint_p0").glob("checkpoint_*.pth"))
     assert saved, "the learner saved nothing on the way out"
-    assert f"(interrupted); newest checkpoint: {saved[-1]}; the same command resumes from it" in err
+    assert (f"training ended with status {status} (interrupted by {signal.Signals(signum).name}); newest checkpoint: "
+            f"{saved[-1]}; the same command resumes from it") in err
     steps = int(saved[-1].stem.split("_")[-1])
     again = _spawn(args + ["--train_for_env_steps", str(steps + 2000)], REPO)
     out, err = again.communicate(timeout=180)

@@ -127,9 +127,14 @@ def test_export_script_picks_the_skills_preference_files(tmp_path):
                                           "--out", "motif_dataset", "--no_progress"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "motif_dataset" / "preference").iterdir()) == ["llama3_merchant_default.npy"]
-    again = run("scripts.export_dataset", ["--skill", "merchant", "--out", "motif_dataset", "--annotator", "nope"],
+    again = run("scripts.export_dataset", ["--skill", "merchant", "--out", "motif_nope", "--annotator", "nope"],
                 tmp_path)
-    assert again.returncode != 0 and "nope" in again.stderr
+    assert again.returncode != 0 and "nope" in again.stderr and not (tmp_path / "motif_nope").exists()
+    # an existing --out is refused before the dataset is read (a dataset that is not there is not looked for)
+    again = run("scripts.export_dataset", ["--skill", "merchant", "--dataset_dir", "none", "--out", "motif_dataset"],
+                tmp_path)
+    assert again.returncode == 2 and again.stderr == ("error: motif_dataset exists; pass --overwrite to replace it "
+                                                      "(or choose another --out)\n")
 
 
 def test_layout_is_memory_mapped_and_nothing_is_unpickled(tmp_path):

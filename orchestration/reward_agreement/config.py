@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from common.flag_checks import output_folder
 from common.llm import BACKENDS, DEFAULT_MODEL, served_instead
 from common.vocabulary import SKILLS
 
@@ -100,3 +101,4 @@ def check_config(cfg: AgreementConfig) -> None:
     if not (policy_dir / "config.json").is_file():
         raise AgreementError(f"--policy_dir {policy_dir}: no config.json there; expected the folder of a trained "
                              "experiment, {train_dir}/{experiment}, as written by python -m scripts.main")
+    output_folder("--out_dir", cfg.output_dir, AgreementError)

@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from common.flag_checks import output_folder
 from common.nethack import blstats as B
 from common.nethack.messages import MESSAGE_LEN
 from rl_baseline.collect.config import POLICIES, CollectConfig, CollectError
@@ -314,8 +315,10 @@ def output_path(out_dir: str | os.PathLike, skill: str) -> Path:
 
 
 def check_output(path: str | os.PathLike, force: bool) -> Path:
-    """Refuses an existing output unless ``force``; a directory in the way is always refused."""
+    """Refuses an existing output unless ``force``; a directory in the way is always refused, and so is a
+    folder (``--out``) that is a file or cannot be written."""
     path = Path(path)
+    output_folder("--out", path.parent, CollectError)
     if path.is_dir():
         raise CollectError(f"output {path} is a directory")
     if path.exists() and not force:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from common.atomic_io import atomic_write, atomic_write_json
+from common.flag_checks import output_folder
 from common.torch_files import load_error_reason, plain_numbers, safe_load
 from rl_baseline.sf.cfg import ConfigError, parse_cfg
 from rl_baseline.sf.checkpoints import checkpoint_dir, list_checkpoints
@@ -260,6 +261,17 @@ def convert_release_checkpoint(
     from sample_factory.cfg.arguments import cfg_dict  # lazy: sample-factory only to convert
 
     checkpoint = Path(checkpoint)
+    # the experiment folder first: a refusal comes before the checkpoint is read and converted
+    exp_dir = output_folder("--train_dir", Path(train_dir) / experiment, ReleaseConversionError)
+    ckpt_dir = checkpoint_dir(train_dir, experiment)
+    cfg_path = exp_dir / "config.json"
+    existing = list_checkpoints(ckpt_dir, "latest") + list_checkpoints(ckpt_dir, "best")
+    if (existing or cfg_path.exists()) and not overwrite:
+        held = [str(p) for p in ([cfg_path] if cfg_path.exists() else []) + existing]
+        raise ReleaseConversionError(
+            f"{exp_dir} already holds {', '.join(held[:3])}{' ...' if len(held) > 3 else ''}: pass --overwrite to "
+            "replace them, or choose another --experiment"
+        )
     cfg = release_cfg(str(train_dir), experiment, extra_args)
     if not cfg.use_rnn or cfg.rnn_type != "gru":
         raise ReleaseConversionError("the release's policy has a GRU core: do not pass --use_rnn False / --rnn_type lstm")
@@ -278,17 +290,6 @@ def convert_release_checkpoint(
     lr = optimizer["param_groups"][0].get("lr")
     if carried and isinstance(lr, (int, float)):
         out["curr_lr"] = float(lr)
-
-    exp_dir = Path(train_dir) / experiment
-    ckpt_dir = checkpoint_dir(train_dir, experiment)
-    cfg_path = exp_dir / "config.json"
-    existing = list_checkpoints(ckpt_dir, "latest") + list_checkpoints(ckpt_dir, "best")
-    if (existing or cfg_path.exists()) and not overwrite:
-        held = [str(p) for p in ([cfg_path] if cfg_path.exists() else []) + existing]
-        raise ReleaseConversionError(
-            f"{exp_dir} already holds {', '.join(held[:3])}{' ...' if len(held) > 3 else ''}: pass --overwrite to "
-            "replace them, or choose another --experiment"
-        )
 
     saved_cfg = dict(cfg_dict(cfg))
     saved_cfg.pop("device", None)  # the machine that evaluates picks its own device

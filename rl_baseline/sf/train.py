@@ -26,9 +26,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 from sample_factory.algo.runners.runner import AlgoObserver
@@ -38,6 +39,8 @@ from sample_factory.utils.utils import experiment_dir
 from signal_slot.signal_slot import EventLoopObject, Timer
 
 from common.atomic_io import atomic_write_json
+from common.cli import FAILED
+from common.interrupts import received_status
 from rl_baseline.baselines.oni.annotator import AnnotatorConfig
 from rl_baseline.baselines.oni.service import AnnotatorProcess, ServerError, server_url, wait_for_server
 from rl_baseline.baselines.oni.store import read_stats
@@ -296,7 +299,7 @@ def _without_sf_wandb(cfg: Any) -> Any:
 
 def train(cfg: Any) -> int:
     """Runs sample-factory training on a finished configuration (:func:`rl_baseline.sf.cfg.resolve_cfg`);
-    returns its status code."""
+    returns the process's exit status (:func:`exit_status`)."""
     require_resolved(cfg, "training")
     check_resume(cfg)
     register_envs()
@@ -324,10 +327,24 @@ def train(cfg: Any) -> int:
         status = ExperimentStatus.FAILURE
     if status != ExperimentStatus.SUCCESS:
         _terminate_children(runner)
-
         saved = list_checkpoints(Path(experiment_dir(cfg=cfg)) / "checkpoint_p0")
-        logger.error("training ended with status %s (%s)%s; newest checkpoint: %s; the same command resumes from it",
-                     int(status), "failure" if status == ExperimentStatus.FAILURE else "interrupted",
-                     f": {', '.join(watchdog.dead)} exited" if watchdog.dead else "",
-                     saved[-1] if saved else "none saved yet")
-    return int(status)
+        logger.error("%s", ending_line(status, watchdog.dead, saved[-1] if saved else None))
+    return exit_status(status)
+
+
+def exit_status(status: int) -> int:
+    """The process's exit status for sample-factory's ``ExperimentStatus``: 0, 1 (:data:`common.cli.FAILED`),
+    or 128 + the signal that interrupted it (130 for Ctrl-C, 143 for SIGTERM; never sample-factory's own 2,
+    which the scripts use for bad input)."""
+    if status == ExperimentStatus.SUCCESS:
+        return 0
+    return FAILED if status == ExperimentStatus.FAILURE else received_status()
+
+
+def ending_line(status: int, dead: Sequence[str], newest: Optional[Path]) -> str:
+    """The line a run that did not succeed ends with: its exit status and why, and where it resumes from."""
+    code = exit_status(status)
+    why = "failure" if status == ExperimentStatus.FAILURE else f"interrupted by {signal.Signals(code - 128).name}"
+    exited = f": {', '.join(dead)} exited" if dead else ""
+    return (f"training ended with status {code} ({why}){exited}; newest checkpoint: {newest or 'none saved yet'}; "
+            "the same command resumes from it")

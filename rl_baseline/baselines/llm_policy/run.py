@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import gymnasium as gym
 
+from common.flag_checks import output_file, output_folder
 from common.nethack.actions import ACTION_NAMES
 from common.vocabulary import TASK_MEASURE, check_eval_target
 from rl_baseline.baselines.llm_policy.agent import STEP_MESSAGES_KEY, LLMActionPolicy
@@ -110,6 +111,11 @@ class LLMPolicyConfig:
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"--{'eval_' if name in ('episodes', 'env_steps', 'stats_avg', 'num_envs') else ''}"
                                  f"{name} must be at least 1, got {getattr(self, name)}")
+        output_folder("--out_dir", self.out_dir)
+        if self.llm.cache_dir:
+            output_folder("--cache_dir", self.llm.cache_dir)
+        if self.llm.record:
+            output_file("--record", self.llm.record)
 
 
 def llm_section(stats: ClientStats, parse_errors: int, settings: LLMSettings, invalid_choices: int = 0) -> dict:

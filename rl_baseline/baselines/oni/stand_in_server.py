@@ -30,6 +30,7 @@ import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from rl_baseline.baselines.llm_policy.stand_in import answer as policy_answer
 
@@ -116,6 +117,8 @@ def serve(port: int, model: str, mode: str, delay: float = 0.0, log: str | None 
                 with lock, open(log, "a") as fh:
                     fh.write(json.dumps({"prompt": prompt, "answer": text, "usage": usage}) + "\n")
 
+    if log:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
     ThreadingHTTPServer.request_queue_size = 128  # the annotator sends a batch of requests at once
     httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     httpd.daemon_threads = True
