@@ -567,7 +567,7 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
 
 def precision_choice(cfg: Any) -> PrecisionChoice:
     """The precision this machine runs ``--precision`` with (:func:`common.precision.resolve_precision`); a
-    ``bf16`` it cannot run is fp32 here, with the reason (:func:`check_flags` refuses it for training)."""
+    ``bf16`` it cannot run is fp32 here, with the reason (:func:`check_machine` refuses it for training)."""
     requested = getattr(cfg, "precision", "fp32") or "fp32"
     try:
         return resolve_precision(requested, getattr(cfg, "device", "cpu"))
@@ -743,11 +743,6 @@ def check_flags(cfg: argparse.Namespace) -> None:
     except FlagError as exc:
         raise ConfigError(str(exc)) from exc
     check_meta_policy_flags(cfg)  # again: the saved experiment may have changed --env
-    if not cfg.evaluation:  # an evaluation runs the network with what this machine has (precision_choice)
-        try:
-            resolve_precision(getattr(cfg, "precision", "fp32") or "fp32", cfg.device)
-        except PrecisionError as exc:
-            raise ConfigError(str(exc)) from exc
     try:
         check_msg_max_keys(cfg.msg_max_keys)
     except RewardConfigError as exc:
@@ -771,6 +766,19 @@ def check_flags(cfg: argparse.Namespace) -> None:
         if not 0.0 <= float(cfg.classification_threshold) <= 1.0:
             raise ConfigError(f"--classification_threshold {cfg.classification_threshold}: a probability in [0, 1]")
     check_baseline_flags(cfg)
+
+
+def check_machine(cfg: Any) -> None:
+    """What the run needs of this machine, checked when it is about to run (a bare parse checks the command
+    alone, so a command written for another machine still parses here): a training run's ``--precision bf16``
+    needs bfloat16 on its processor or GPU; an evaluation runs what this machine has (:func:`precision_choice`).
+    :class:`ConfigError` naming the flag."""
+    if cfg.evaluation:
+        return
+    try:
+        resolve_precision(getattr(cfg, "precision", "fp32") or "fp32", cfg.device)
+    except PrecisionError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def reward_thresholds(reward_dirs: Sequence[str], quantiles: Sequence[float]) -> tuple[list[Any], list[float]]:
@@ -863,7 +871,8 @@ def resolve_cfg(argv: Optional[Sequence[str]] = None, saved: bool = True, files:
     """The finished configuration of ``scripts.main``: parse, derive, validate (module docstring).
 
     ``saved``: merge a saved experiment (evaluation requires one, training resumes one);
-    ``files``: check the reward models and the meta-policy module. Raises :class:`ConfigError`.
+    ``files``: check the reward models and the meta-policy module; both: a run here, so also what it needs of
+    this machine (:func:`check_machine`). Raises :class:`ConfigError`.
     """
     cfg = _parse_command_line(argv)
     check_command_line(cfg)
@@ -871,6 +880,8 @@ def resolve_cfg(argv: Optional[Sequence[str]] = None, saved: bool = True, files:
         cfg = _with_saved_experiment(cfg, required=bool(cfg.evaluation), config_dir=_skill_policy_config_dir(cfg))
     derive_cfg(cfg)
     check_flags(cfg)
+    if saved and files:  # a run on this machine
+        check_machine(cfg)
     cfg.reward_thresholds = check_files(cfg) if files else None
     cfg.resolved = bool(saved and files)
     if cfg.resolved:  # a run's banner line (a bare parse, for a plan or a tool, stays quiet)
@@ -880,8 +891,9 @@ def resolve_cfg(argv: Optional[Sequence[str]] = None, saved: bool = True, files:
 
 
 def parse_cfg(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """The command line alone, derived and checked (no saved experiment, no files): for checking
-    commands (the pipeline's plan, the commands of README.md and docs/) and for tools that build on flags."""
+    """The command line alone, derived and checked (no saved experiment, no files, not this machine's
+    processor): for checking commands (the pipeline's plan, the commands of README.md and docs/) and for tools
+    that build on flags (:func:`check_machine` before running on this machine what they build)."""
     return resolve_cfg(argv, saved=False, files=False)
 
 
@@ -902,6 +914,8 @@ def resolve_experiment_cfg(policy_dir: str | os.PathLike, overrides: Sequence[st
     cfg = _with_saved_experiment(cfg, required=True)
     derive_cfg(cfg)
     check_flags(cfg)
+    if files:  # a run on this machine
+        check_machine(cfg)
     cfg.reward_thresholds = check_files(cfg) if files else None
     cfg.resolved = files
     return cfg
