@@ -14,7 +14,8 @@ Usage::
 
 It ends with one JSON line (``fp32_ms``, ``bf16_ms`` wall-time medians, ``fp32_cpu_ms``, ``bf16_cpu_ms`` CPU-time
 medians, ``bf16_speedup`` and ``bf16_cpu_speedup``) for scripts to read; on a shared machine the CPU times are
-the steadier figures.
+the steadier figures. On a processor without bfloat16 instructions it times fp32 alone, says so in one line,
+and its JSON line holds null for the bf16 figures and the reason as ``precision_note``.
 :func:`build_learner` and :func:`synthetic_batch` are shared with the tests.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from bench.fixtures import machine_description
+from common.precision import PrecisionError, runnable_precision
 
 
 def build_learner(argv: Sequence[str], train_dir: str | Path) -> Any:
@@ -39,11 +41,12 @@ def build_learner(argv: Sequence[str], train_dir: str | Path) -> Any:
     from sample_factory.cfg.arguments import preprocess_cfg  # lazy: as above
 
     from rl_baseline.models.cdgpt5 import register_cdgpt5  # lazy: imports torch
-    from rl_baseline.sf.cfg import parse_cfg  # lazy: imports sample-factory
+    from rl_baseline.sf.cfg import check_machine, parse_cfg  # lazy: imports sample-factory
     from rl_baseline.sf.learner import MaestroLearner  # lazy: imports torch
 
     cfg = parse_cfg(["--device", "cpu", "--train_dir", str(train_dir), "--experiment", "learner_step",
                      "--restart_behavior", "overwrite", *argv])
+    check_machine(cfg)  # a learner that runs here: a --precision bf16 this processor lacks is refused, not fp32
     register_cdgpt5()
     env_info = learner_env_info(cfg)
     if not preprocess_cfg(cfg, env_info):  # what the runner does before it starts the learner
@@ -137,9 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     p = build_parser()
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.repeats < 1 or args.batch_size < args.rollout or args.rollout < 2:
         p.error("--repeats must be at least 1, --rollout at least 2 and --batch_size at least --rollout")
     import torch  # lazy: --help stays light
@@ -147,7 +150,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     flags = ["--batch_size", str(args.batch_size), "--rollout", str(args.rollout), "--encoder_arch",
              args.encoder_arch]
-    times: dict[str, list[tuple[float, float]]] = {"fp32": [], "bf16": []}
+    try:
+        _, note = runnable_precision("bf16", "cpu")  # no bfloat16 here: fp32 alone, not a refusal
+    except PrecisionError as exc:  # MAESTROMOTIF_CPUINFO names a file that cannot be read
+        p.error(str(exc))
+    if note:
+        print(f"note: {note}", flush=True)
+    times: dict[str, list[tuple[float, float]]] = {"fp32": []} if note else {"fp32": [], "bf16": []}
     with tempfile.TemporaryDirectory(prefix="bench_learner_") as tmp:
         learners = {p: build_learner(flags + ["--precision", p], tmp) for p in times}
         for precision, learner in learners.items():
@@ -162,13 +171,16 @@ def main() -> None:
     for k, v in times.items():
         print(f"{k}: median {wall[k]:.0f} ms wall, {cpu[k]:.0f} ms CPU per learner step (wall/CPU: "
               f"{', '.join(f'{w:.0f}/{c:.0f}' for w, c in v)})")
-    print(f"bf16 / fp32 speed-up: x{wall['fp32'] / wall['bf16']:.2f} wall, x{cpu['fp32'] / cpu['bf16']:.2f} CPU")
-    print(json.dumps({"machine": machine_description(), "encoder_arch": args.encoder_arch,
-                      "batch_size": args.batch_size, "rollout": args.rollout, "threads": args.threads,
-                      "fp32_ms": round(wall["fp32"], 1), "bf16_ms": round(wall["bf16"], 1),
-                      "fp32_cpu_ms": round(cpu["fp32"], 1), "bf16_cpu_ms": round(cpu["bf16"], 1),
-                      "bf16_speedup": round(wall["fp32"] / wall["bf16"], 3),
-                      "bf16_cpu_speedup": round(cpu["fp32"] / cpu["bf16"], 3)}))
+    figures = {"machine": machine_description(), "encoder_arch": args.encoder_arch,
+               "batch_size": args.batch_size, "rollout": args.rollout, "threads": args.threads,
+               "fp32_ms": round(wall["fp32"], 1), "bf16_ms": None, "fp32_cpu_ms": round(cpu["fp32"], 1),
+               "bf16_cpu_ms": None, "bf16_speedup": None, "bf16_cpu_speedup": None, "precision_note": note}
+    if "bf16" in times:
+        print(f"bf16 / fp32 speed-up: x{wall['fp32'] / wall['bf16']:.2f} wall, x{cpu['fp32'] / cpu['bf16']:.2f} CPU")
+        figures.update(bf16_ms=round(wall["bf16"], 1), bf16_cpu_ms=round(cpu["bf16"], 1),
+                       bf16_speedup=round(wall["fp32"] / wall["bf16"], 3),
+                       bf16_cpu_speedup=round(cpu["fp32"] / cpu["bf16"], 3))
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":

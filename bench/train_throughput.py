@@ -51,6 +51,10 @@ With a same-tree pair the JSON line also holds ``baseline_precision`` (and the b
 ``cpu_ratio`` (the baseline's CPU ms per env step over this tree's: the speed-up that does not depend on the
 machine's other load); when the two precisions differ, ``precision_speedup`` too (the env steps/s ratio, same as
 ``train_speedup``).
+
+A ``--precision`` or ``--baseline_precision`` this machine cannot run (bf16 on a processor without bfloat16
+instructions) is timed as fp32, said in one line and in the JSON line's ``precision_note``; a pair that then
+differs in nothing (bf16 against fp32) times this tree alone.
 """
 from __future__ import annotations
 
@@ -69,6 +73,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.fixtures import machine_description
+from common.precision import PrecisionError, runnable_precision
 
 #: values of scripts.main's --encoder_arch (rl_baseline.models.cdgpt5.ENCODER_ARCHS; not imported: that pulls torch in)
 ENCODER_ARCHS = ("project", "release")
@@ -258,6 +263,36 @@ def _flag_words(encoder_arch: str | None, precision: str | None, worker_num_spli
             + ([f"--worker_num_splits {worker_num_splits}"] if worker_num_splits else []))
 
 
+def fit_precisions_to_machine(args: argparse.Namespace) -> str | None:
+    """Puts fp32 in place of a ``--precision`` or ``--baseline_precision`` this machine cannot run
+    (:func:`common.precision.runnable_precision`); a same-tree pair left with nothing to compare (it differed in
+    precision alone) becomes this tree alone. Returns the one-line note saying so, None when nothing changed."""
+    asked = (args.precision, args.baseline_precision)
+    notes: list[str] = []
+    for flag in ("precision", "baseline_precision"):
+        value = getattr(args, flag)
+        if value is not None:
+            runnable, note = runnable_precision(value, args.device)
+            if note:
+                setattr(args, flag, runnable)
+                notes.append(note)
+    if not notes:
+        return None
+    note = notes[0]
+    current = args.precision or "fp32"  # scripts.main's default
+    if args.baseline_precision == current and (asked[0] or "fp32") != asked[1]:
+        args.baseline_precision = None  # a precision pair of fp32 and fp32
+        others = ((args.baseline_encoder_arch, args.encoder_arch), (args.baseline_worker_num_splits,
+                  args.worker_num_splits), (args.baseline_num_envs_per_worker, args.num_envs_per_worker),
+                  (args.baseline_num_workers, args.num_workers))
+        if all(base is None or base == current for base, current in others):
+            args.no_baseline = True
+            args.baseline_encoder_arch = args.baseline_worker_num_splits = None
+            args.baseline_num_envs_per_worker = args.baseline_num_workers = None
+            note += "; the pair would time the same runs twice, so this tree is timed alone"
+    return note
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line of this script (the docs' commands are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -329,6 +364,12 @@ def main() -> None:
     for flag in ("worker_num_splits", "baseline_worker_num_splits"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag} must be at least 1")
+    try:
+        precision_note = fit_precisions_to_machine(args)
+    except PrecisionError as exc:  # MAESTROMOTIF_CPUINFO names a file that cannot be read
+        p.error(str(exc))
+    if precision_note:
+        print(f"note: {precision_note}", flush=True)
     same_tree = (args.baseline_encoder_arch is not None or args.baseline_precision is not None
                  or args.baseline_worker_num_splits is not None)
     if args.baseline_ref_with_these_flags and (same_tree or args.no_baseline):
@@ -423,6 +464,7 @@ def main() -> None:
         "num_envs_per_worker": args.num_envs_per_worker,
         "steps": args.steps, "repeats": args.repeats, "max_episode_steps": args.max_episode_steps,
         "encoder_arch": args.encoder_arch, "precision": args.precision, "worker_num_splits": args.worker_num_splits,
+        "precision_note": precision_note,
         "fps": round(fps, 1),
         "cpu_ms_per_step": round(1000 * float(np.median([r.cpu_s for r in current_runs])) / args.steps, 3),
         "cpu_ms_per_step_by_role": _by_role(current_runs, args.steps),

@@ -10,11 +10,17 @@ release's fp32), with a one-line note saying why.
 :func:`resolve_precision` turns the flag into the precision a run uses; an explicit ``bf16`` that the
 processor or GPU cannot run raises :class:`PrecisionError` (the command line exits with status 2). Torch-free:
 the CPU is read from ``/proc/cpuinfo`` (torch is imported only to ask about a GPU, or where that file is
-missing), so the pipeline's plan can show the choice without loading torch.
+missing), so the pipeline's plan can show the choice without loading torch. :data:`CPUINFO_ENV` names a file
+read in its place: the way to see (and test) what this project does on a processor it does not run on, such as
+one without bfloat16 instructions. It changes this project's choice only, not torch's kernels.
+
+:func:`runnable_precision` is the benches' form: the precision a bench can time, fp32 with a note where the
+requested one cannot run here.
 """
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +31,9 @@ PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16")
 #: ``/proc/cpuinfo`` flags of processors with bfloat16 arithmetic (AVX-512 BF16, Intel AMX)
 CPU_BF16_FLAGS: tuple[str, ...] = ("avx512_bf16", "amx_bf16")
 CPUINFO = Path("/proc/cpuinfo")
+#: environment variable naming a file read in place of :data:`CPUINFO` (same format: ``flags : ...`` lines);
+#: ``MAESTROMOTIF_CPUINFO=/dev/null`` is a processor without bfloat16 instructions
+CPUINFO_ENV = "MAESTROMOTIF_CPUINFO"
 
 
 class PrecisionError(ValueError):
@@ -37,11 +46,17 @@ class PrecisionChoice:
     reason: str  # one line: why (printed in the run's log, saved in its configuration)
 
 
-def cpu_bf16_flags(cpuinfo: Path = CPUINFO) -> tuple[str, ...]:
-    """The :data:`CPU_BF16_FLAGS` this processor has (``()`` when it has none); ``/proc/cpuinfo``, else torch."""
+def cpu_bf16_flags(cpuinfo: Path | None = None) -> tuple[str, ...]:
+    """The :data:`CPU_BF16_FLAGS` this processor has (``()`` when it has none): from ``cpuinfo``, else the file
+    :data:`CPUINFO_ENV` names, else ``/proc/cpuinfo``, else torch's answer. A file named by :data:`CPUINFO_ENV`
+    that cannot be read raises :class:`PrecisionError` (a mask that silently fell back would test nothing)."""
+    masked = os.environ.get(CPUINFO_ENV) if cpuinfo is None else None
+    path = Path(masked) if masked else (CPUINFO if cpuinfo is None else cpuinfo)
     try:
-        text = cpuinfo.read_text(errors="replace")
-    except OSError:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        if masked:
+            raise PrecisionError(f"{CPUINFO_ENV}={masked}: cannot be read ({exc.strerror or exc})") from None
         return _torch_cpu_bf16_flags()
     flags: set[str] = set()
     for line in text.splitlines():
@@ -79,6 +94,16 @@ def gpu_supports_bf16() -> bool:
         return False
 
 
+def bf16_missing(device: str) -> str | None:
+    """Why ``device`` (sample-factory's ``cpu`` or ``gpu``) cannot run bfloat16, in words; None where it can."""
+    if device == "gpu":
+        return None if gpu_supports_bf16() else "this GPU has no bfloat16 support (torch.cuda.is_bf16_supported() is False)"
+    if cpu_bf16_flags():
+        return None
+    return (f"this processor has no bfloat16 instructions (none of {', '.join(CPU_BF16_FLAGS)} in "
+            f"{os.environ.get(CPUINFO_ENV) or CPUINFO})")
+
+
 def resolve_precision(requested: str, device: str) -> PrecisionChoice:
     """The precision a run on ``device`` (sample-factory's ``cpu`` or ``gpu``) uses for ``--precision requested``.
 
@@ -91,9 +116,9 @@ def resolve_precision(requested: str, device: str) -> PrecisionChoice:
     if device == "gpu":
         if requested == "auto":
             return PrecisionChoice("fp32", "fp32 (--precision auto on a GPU keeps the release's fp32)")
-        if not gpu_supports_bf16():
-            raise PrecisionError("--precision bf16: this GPU has no bfloat16 support (torch.cuda.is_bf16_supported() "
-                                 "is False); use --precision fp32")
+        missing = bf16_missing(device)
+        if missing:
+            raise PrecisionError(f"--precision bf16: {missing}; use --precision fp32")
         return PrecisionChoice("bf16", "bf16 autocast on the GPU (--precision bf16)")
     flags = cpu_bf16_flags()
     if flags:
@@ -102,5 +127,13 @@ def resolve_precision(requested: str, device: str) -> PrecisionChoice:
     if requested == "auto":
         return PrecisionChoice("fp32", f"fp32 (--precision auto: the processor has no bfloat16 instructions, none of "
                                        f"{', '.join(CPU_BF16_FLAGS)})")
-    raise PrecisionError(f"--precision bf16: this processor has no bfloat16 instructions (none of "
-                         f"{', '.join(CPU_BF16_FLAGS)} in /proc/cpuinfo); use --precision auto (fp32 here) or fp32")
+    raise PrecisionError(f"--precision bf16: {bf16_missing(device)}; use --precision auto (fp32 here) or fp32")
+
+
+def runnable_precision(requested: str, device: str) -> tuple[str, str | None]:
+    """What a bench times for ``--precision requested`` on ``device``: ``(requested, None)`` where this machine
+    runs it (``auto`` is left to the run to resolve), else ``("fp32", note)``, the note one line saying why."""
+    if requested not in PRECISIONS:
+        raise PrecisionError(f"--precision {requested!r}: expected one of {', '.join(PRECISIONS)}")
+    missing = bf16_missing(device) if requested == "bf16" else None
+    return ("fp32", f"timing fp32 in place of bf16: {missing}") if missing else (requested, None)

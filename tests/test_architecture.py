@@ -2,14 +2,24 @@
 orchestration, rl_baseline, rlaif | code_generation, common), annotation and code generation
 never reach NLE or sample-factory, and the benchmarks do not depend on the tests. Inside rl_baseline,
 collect (phase 0) > sf > the baselines' wing > the evaluation loop | skills > tasks | models > envs, and the method's
-modules (and phase 0's collection) import nothing from the wing."""
+modules (and phase 0's collection) import nothing from the wing. And modules stay small: none of the project's
+packages holds a file over :data:`MAX_MODULE_LINES` lines (a longer one is split by responsibility)."""
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.test_import_cycles import PACKAGES
+
 REPO = Path(__file__).resolve().parents[1]
+MAX_MODULE_LINES = 1000
+
+
+def test_no_module_is_longer_than_the_ceiling():
+    long = {str(path.relative_to(REPO)): n for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"over {MAX_MODULE_LINES} lines: {long}"
 
 
 def test_import_contracts_are_kept():

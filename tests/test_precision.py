@@ -9,12 +9,24 @@ import torch
 
 from bench.learner_step import build_learner, synthetic_batch
 from common import precision
-from common.precision import CPU_BF16_FLAGS, PrecisionError, cpu_bf16_flags, cpu_supports_bf16, resolve_precision
+from common.precision import (
+    CPU_BF16_FLAGS,
+    CPUINFO_ENV,
+    PrecisionError,
+    cpu_bf16_flags,
+    cpu_supports_bf16,
+    resolve_precision,
+    runnable_precision,
+)
 from common.vocabulary import NUM_SKILLS
 from rl_baseline.sf.cfg import ConfigError, parse_cfg
 
 SMALL = ["--batch_size", "64", "--rollout", "16", "--rnn_size", "64"]
-needs_bf16 = pytest.mark.skipif(not cpu_supports_bf16(), reason="this processor has no bfloat16 instructions")
+needs_bf16 = pytest.mark.skipif(not cpu_supports_bf16(), reason="this processor has no bfloat16 instructions "
+                                                                 f"(or {CPUINFO_ENV} names a file without them)")
+#: the flags line of an Intel Xeon with AVX-512 but neither AVX-512 BF16 nor AMX (Cascade Lake)
+XEON_WITHOUT_BF16 = ("flags\t\t: fpu vme sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma avx512f avx512dq avx512cd avx512bw "
+                     "avx512vl avx512_vnni\n")
 
 
 @pytest.fixture()
@@ -29,6 +41,16 @@ def with_bf16(monkeypatch):
     monkeypatch.setattr(precision, "cpu_bf16_flags", lambda cpuinfo=precision.CPUINFO: ("avx512_bf16",))
 
 
+@pytest.fixture()
+def cpu_without_bf16(tmp_path, monkeypatch):
+    """This process and the ones it starts see a processor with AVX-512 and no bfloat16 instructions: a fake
+    /proc/cpuinfo named by MAESTROMOTIF_CPUINFO (the project's one reading of the processor's flags)."""
+    info = tmp_path / "cpuinfo_without_bf16"
+    info.write_text("processor\t: 0\n" + XEON_WITHOUT_BF16 + "\nprocessor\t: 1\n" + XEON_WITHOUT_BF16)
+    monkeypatch.setenv(CPUINFO_ENV, str(info))
+    return info
+
+
 def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 avx512_vnni\n\nprocessor\t: 1\n"
@@ -38,6 +60,22 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
     assert cpu_bf16_flags(info) == ("amx_bf16",)
     info.write_text("flags\t\t: fpu sse avx2 avx512f\n")
     assert cpu_bf16_flags(info) == ()
+
+
+def test_the_variable_masks_the_processors_flags_and_a_missing_mask_is_an_error(tmp_path, monkeypatch):
+    """MAESTROMOTIF_CPUINFO names the file read in place of /proc/cpuinfo, either way; a file it names that
+    cannot be read is a one-line error naming the variable, never a silent read of the real processor."""
+    info = tmp_path / "cpuinfo"
+    info.write_text(XEON_WITHOUT_BF16)
+    monkeypatch.setenv(CPUINFO_ENV, str(info))
+    assert cpu_bf16_flags() == () and not cpu_supports_bf16()
+    info.write_text(XEON_WITHOUT_BF16.replace("avx512_vnni", "avx512_vnni avx512_bf16"))
+    assert cpu_bf16_flags() == ("avx512_bf16",) and cpu_supports_bf16()
+    assert resolve_precision("auto", "cpu").precision == "bf16"
+    monkeypatch.setenv(CPUINFO_ENV, str(tmp_path / "missing"))
+    with pytest.raises(PrecisionError, match=f"{CPUINFO_ENV}=.*missing: cannot be read"):
+        cpu_bf16_flags()
+    assert resolve_precision("fp32", "cpu").precision == "fp32"  # fp32 asks nothing of the processor
 
 
 def test_the_flag_parses_and_fp32_is_the_default(with_bf16):
@@ -53,24 +91,81 @@ def test_the_flag_parses_and_fp32_is_the_default(with_bf16):
         parse_cfg(["--precision", "fp16"])
 
 
-def test_bf16_without_bfloat16_instructions_exits_2_naming_the_flag(no_bf16, capsys, tmp_path):
-    """--precision bf16 on a processor without bfloat16: training stops with status 2 and the flag named;
+def test_without_bfloat16_bf16_parses_and_is_refused_when_it_runs(cpu_without_bf16, capsys, tmp_path):
+    """On a processor without bfloat16 a command with --precision bf16 still parses (it may be written for
+    another machine); training it stops with status 2, one line naming the flag, before anything is written;
     auto falls back to fp32 and says why; an evaluation falls back too (it runs what this machine has)."""
     from scripts.main import main
 
-    with pytest.raises(ConfigError, match="--precision bf16"):
-        parse_cfg(["--precision", "bf16", "--device", "cpu"])
+    parsed = parse_cfg(["--precision", "bf16", "--device", "cpu"])
+    assert parsed.precision == "bf16" and parsed.compute_precision == "fp32"
+    assert parsed.precision_reason.startswith("fp32 instead of bf16")
     with pytest.raises(PrecisionError, match="--precision bf16"):
         resolve_precision("bf16", "cpu")
-    assert main(["--precision", "bf16", "--device", "cpu", "--train_dir", str(tmp_path), "--llm_reward", "0",
-                 "--skill_reward", "progress"]) == 2
-    assert "error: --precision bf16: this processor has no bfloat16 instructions" in capsys.readouterr().err
-    assert not any(tmp_path.iterdir())  # refused before anything was written
+    capsys.readouterr()
+    assert main(["--precision", "bf16", "--device", "cpu", "--train_dir", str(tmp_path / "runs"), "--llm_reward",
+                 "0", "--skill_reward", "progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --precision bf16: this processor has no bfloat16 instructions")
+    assert str(cpu_without_bf16) in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()  # refused before anything was written
+    with pytest.raises(ConfigError, match="--precision bf16"):  # a tool that runs a learner here refuses too
+        build_learner(SMALL + ["--precision", "bf16"], tmp_path / "bench")
     cfg = parse_cfg(["--precision", "auto", "--device", "cpu"])
     assert cfg.compute_precision == "fp32" and "no bfloat16 instructions" in cfg.precision_reason
     assert all(flag in cfg.precision_reason for flag in CPU_BF16_FLAGS)
     ev = parse_cfg(["--precision", "bf16", "--device", "cpu", "--evaluation", "True", "--eval_target", "gnomish"])
     assert ev.compute_precision == "fp32" and ev.precision_reason.startswith("fp32 instead of bf16")
+
+
+def test_without_bfloat16_the_documented_bf16_commands_still_parse(cpu_without_bf16):
+    from tests.test_readme import COMMANDS, command_errors
+
+    assert not cpu_supports_bf16()
+    bf16 = [c for c in COMMANDS if "bf16" in c.args]
+    assert any(c.module == "scripts.main" for c in bf16) and any(c.module.startswith("bench.") for c in bf16)
+    assert command_errors(bf16) == []
+
+
+def test_without_bfloat16_the_learner_bench_times_fp32_alone_with_a_note(cpu_without_bf16, capsys):
+    from bench import learner_step
+
+    assert runnable_precision("bf16", "cpu")[0] == "fp32" and runnable_precision("auto", "cpu") == ("auto", None)
+    learner_step.main(["--repeats", "1", "--batch_size", "4", "--rollout", "2", "--encoder_arch", "project"])
+    out = capsys.readouterr().out.splitlines()
+    notes = [line for line in out if line.startswith("note:")]
+    assert len(notes) == 1 and "timing fp32 in place of bf16" in notes[0] and "no bfloat16" in notes[0]
+    assert any(line.startswith("fp32: median") for line in out)
+    assert not any(line.startswith(("bf16:", "bf16 / fp32")) for line in out)
+    figures = json.loads(out[-1])
+    assert figures["fp32_cpu_ms"] > 0 and figures["bf16_cpu_ms"] is None and figures["bf16_cpu_speedup"] is None
+    assert "no bfloat16" in figures["precision_note"]
+
+
+def test_without_bfloat16_the_training_bench_times_fp32_and_drops_a_pair_left_equal(cpu_without_bf16):
+    """bench.train_throughput's documented pairs: bf16 against fp32 becomes fp32 alone (one run per repeat, not
+    the same run twice); a pair of game counts in bf16 stays a pair, in fp32; where bf16 runs, nothing changes."""
+    from bench.train_throughput import build_parser, fit_precisions_to_machine
+
+    def fitted(line: str):
+        args = build_parser().parse_args(line.split())
+        return args, fit_precisions_to_machine(args)
+
+    args, note = fitted("--encoder_arch release --precision bf16 --baseline_precision fp32")
+    assert (args.precision, args.baseline_precision, args.no_baseline) == ("fp32", None, True)
+    assert note.startswith("timing fp32 in place of bf16") and "this tree is timed alone" in note
+    args, note = fitted("--precision bf16 --baseline_precision bf16 --num_envs_per_worker 16 "
+                        "--baseline_num_envs_per_worker 8")
+    assert (args.precision, args.baseline_precision, args.no_baseline) == ("fp32", "fp32", False)
+    assert "timed alone" not in note
+    args, note = fitted("--precision bf16 --worker_num_splits 1 --baseline_worker_num_splits 2")
+    assert (args.precision, args.baseline_worker_num_splits, args.no_baseline) == ("fp32", 2, False)
+    args, note = fitted("--baseline_precision bf16 --baseline_encoder_arch project --encoder_arch release")
+    assert (args.baseline_precision, args.baseline_encoder_arch, args.no_baseline) == (None, "project", False)
+    assert fitted("--precision auto --baseline_precision fp32") [1] is None
+    cpu_without_bf16.write_text(XEON_WITHOUT_BF16.replace("avx512_vnni", "avx512_vnni avx512_bf16"))
+    args, note = fitted("--encoder_arch release --precision bf16 --baseline_precision fp32")
+    assert (args.precision, args.baseline_precision, args.no_baseline, note) == ("bf16", "fp32", False, None)
 
 
 def test_bf16_on_a_gpu_without_bfloat16_is_refused_and_auto_keeps_fp32_there(monkeypatch):
