@@ -42,6 +42,32 @@ ACTION_NAMES: tuple[str, ...] = (
 assert len(ACTION_NAMES) == len(ACTIONS)
 ACTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(ACTION_NAMES)}
 
+# ``--travel_actions`` (a lever of the CPU presets' screens, not the release's action set): two more actions
+# after the 28, each NetHack's travel command to a staircase in one action: ``_`` (travel), then ``>`` or
+# ``<`` (the cursor jumps to a down / up staircase on the map), then ``.`` (go there). The values are pseudo
+# keys above the byte range, so no key NetHack knows can be mistaken for them.
+TRAVEL_KEY = ord("_")
+TRAVEL_CONFIRM = ord(".")
+TRAVEL_DOWN = 0x100 | ord(">")
+TRAVEL_UP = 0x100 | ord("<")
+TRAVEL_ACTIONS: tuple[int, ...] = (TRAVEL_DOWN, TRAVEL_UP)
+TRAVEL_ACTION_NAMES: tuple[str, ...] = ("travel_down", "travel_up")
+
+
+def agent_actions(travel: bool = False) -> tuple[int, ...]:
+    """The agent's action set: the release's 28, plus the two travel actions with ``travel``."""
+    return ACTIONS + TRAVEL_ACTIONS if travel else ACTIONS
+
+
+def action_names_for(num_actions: int) -> tuple[str, ...]:
+    """The names of an action set of ``num_actions`` actions (28, or 30 with the travel actions); the indices
+    as strings for any other size."""
+    if num_actions == len(ACTIONS):
+        return ACTION_NAMES
+    if num_actions == len(ACTIONS) + len(TRAVEL_ACTIONS):
+        return ACTION_NAMES + TRAVEL_ACTION_NAMES
+    return tuple(str(i) for i in range(num_actions))
+
 # Actions whose key opens an item prompt that the environment answers itself.
 MACRO_ACTIONS = frozenset({EAT, QUAFF, DROP, CAST, ENHANCE})
 

@@ -22,6 +22,10 @@ What an agent step does beyond NLE's:
   the agent's to give).
 * ``wait``: rests 25 moves (the count prefix ``25`` before ``.``), as the authors' release
   does; NetHack stops resting early when something happens.
+* ``travel_down`` / ``travel_up`` (only with ``travel_actions``, a lever of this project's CPU screens, not the
+  release's action set): NetHack's travel command ``_``, then ``>`` / ``<`` (the cursor jumps to a staircase down
+  / up on the map), then ``.``: the hero walks towards that staircase (travel stops at closed doors, boulders
+  and anything that interrupts a run; with no such staircase on the map the cursor stays and nothing is gained).
 * ``enhance`` is NetHack's ``#enhance`` as it is: its menu is dismissed like any ``--More--``,
   so the action advances nothing (the release's rule). When "You feel more confident in"
   shows, the first skill that can be advanced is advanced at the end of the step.
@@ -163,6 +167,7 @@ class NetHackScoreMonk(NetHackScore):
         read_overview_on_level_change: bool = True,
         kept_over_more: tuple[bytes, ...] = KEPT_OVER_MORE,
         exit_question_to_agent: bool = False,
+        travel_actions: bool = False,
         **kwargs: Any,
     ) -> None:
         check_character(character)
@@ -190,7 +195,7 @@ class NetHackScoreMonk(NetHackScore):
             character=character,
             max_episode_steps=int(max_episode_steps),
             observation_keys=keys,
-            actions=A.ACTIONS,
+            actions=A.agent_actions(travel_actions),
             options=nle_options("Agent-" + character, wizard=self._wizard),
             wizard=self._wizard,
             allow_all_yn_questions=False,
@@ -341,6 +346,15 @@ class NetHackScoreMonk(NetHackScore):
         new = held.copy().difference(self._starting_letters)  # 0, an empty slot, is in both
         return next(iter(new), None)
 
+    def _press_keys(self, keys: tuple[int, ...]) -> tuple[tuple, bool]:
+        """Keys in a row, stopping if the game ends."""
+        observation, done = self.last_observation, False
+        for key in keys:
+            observation, done = self._press(key)
+            if done:
+                break
+        return observation, done
+
     def _act(self, key: int, before: tuple) -> tuple[tuple, bool]:
         """Send an agent action, running its macro when it has one."""
         if key == A.DROP:
@@ -358,6 +372,9 @@ class NetHackScoreMonk(NetHackScore):
             if not done and self._healing_book:
                 observation, done = self._press(A.CAST_AT_SELF)
             return observation, done
+        if key in A.TRAVEL_ACTIONS:
+            # --travel_actions: NetHack's travel command, the cursor on a staircase down / up of the map, go
+            return self._press_keys((A.TRAVEL_KEY, key & 0xFF, A.TRAVEL_CONFIRM))
         if key == A.WAIT:
             # "25." rests 25 turns, as the release's rest action does
             for digit in str(A.REST_TURNS):
@@ -391,7 +408,7 @@ class NetHackScoreMonk(NetHackScore):
         if not 0 <= int(action) < len(self.actions):
             raise EnvConfigError(
                 f"action {action} out of range: valid actions are 0..{len(self.actions) - 1} "
-                f"({', '.join(A.ACTION_NAMES)})"
+                f"({', '.join(A.action_names_for(len(self.actions)))})"
             )
         # NLE reuses its buffers; keep copies of what the reward and the macros read from the
         # previous state (bottom-line stats, inventory letters and classes).

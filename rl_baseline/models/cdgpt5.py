@@ -62,7 +62,15 @@ from sample_factory.model.encoder import Encoder
 from torch import nn
 
 from rl_baseline.models.autocast import as_float32, autocast, compute_dtype, keep_frozen_weights_in, make_core
-from rl_baseline.models.obs import BLSTATS_SIZE, CROP_SIZE, MESSAGE_SIZE, MONK_FEATURES_SIZE, SPELL_KINDS
+from rl_baseline.models.obs import (
+    BLSTATS_SIZE,
+    CROP_SIZE,
+    MESSAGE_SIZE,
+    MONK_FEATURES_SIZE,
+    SPELL_KINDS,
+    STAIRS_KEY,
+    STAIRS_SIZE,
+)
 from rl_baseline.models.render import CELL, NUM_CHARS, NUM_COLORS, glyph_atlas, render_grid_torch
 from rl_baseline.models.skill_heads import PerSkillHeadsActorCritic
 
@@ -78,7 +86,8 @@ SF_DEFAULTS: dict[str, Any] = {
 }
 
 #: Observation keys that hold indices or flags and must reach the encoder unnormalised.
-_INTEGER_KEYS: tuple[str, ...] = ("crop_chars", "crop_colors", "message", "skill_onehot", "skill_id", "monk_features")
+_INTEGER_KEYS: tuple[str, ...] = ("crop_chars", "crop_colors", "message", "skill_onehot", "skill_id", "monk_features",
+                                   STAIRS_KEY)
 _REQUIRED_KEYS: tuple[str, ...] = ("crop_chars", "crop_colors", "blstats", "message", "skill_onehot", "monk_features")
 _NUM_CONDITION_BITS: int = nethack.BL_MASK_BITS
 _SPACE: int = ord(" ")
@@ -202,6 +211,18 @@ def _cached_on_weights(cache: dict[str, tuple[tuple, Any]], name: str, params: A
     return value
 
 
+def _stairs_size(obs_space: Any) -> int:
+    """Entries of the ``--stairs_input`` key in the observation (0 without the flag)."""
+    return STAIRS_SIZE if STAIRS_KEY in obs_space.keys() else 0
+
+
+def _stats_parts(obs_dict: dict[str, torch.Tensor], *parts: torch.Tensor) -> list[torch.Tensor]:
+    """``parts`` with the ``--stairs_input`` flags added last, when the observation has them (they go before the
+    skill one-hot, which stays the last ``num_skills`` features)."""
+    stairs = obs_dict.get(STAIRS_KEY)
+    return [*parts, stairs.float()] if stairs is not None else list(parts)
+
+
 class CDGPT5Encoder(Encoder):
     """Crop CNN + stats/Monk/skill MLP + message char-CNN, fused, plus the MLP's raw input.
 
@@ -235,7 +256,8 @@ class CDGPT5Encoder(Encoder):
 
         self.blstats_norm = BlstatsNormalizer()
         self.monk_norm = MonkFeatures()
-        self.stats_in_size = self.blstats_norm.out_size + self.monk_norm.out_size + self.num_skills
+        self.stats_in_size = self.blstats_norm.out_size + self.monk_norm.out_size + _stairs_size(obs_space) \
+            + self.num_skills
         self.stats_mlp = nn.Sequential(
             nn.Linear(self.stats_in_size, mc.stats_hidden),
             act(),
@@ -283,7 +305,8 @@ class CDGPT5Encoder(Encoder):
 
         skill = obs_dict["skill_onehot"].float()
         stats_in = torch.cat(
-            [self.blstats_norm(obs_dict["blstats"]), self.monk_norm(obs_dict["monk_features"]), skill], dim=1
+            _stats_parts(obs_dict, self.blstats_norm(obs_dict["blstats"]), self.monk_norm(obs_dict["monk_features"]))
+            + [skill], dim=1
         )
         stats = self.stats_mlp(stats_in)
 
@@ -301,7 +324,8 @@ class CDGPT5Encoder(Encoder):
         crop = self.crop_fc(self.crop_cnn(rgb))
         skill = obs_dict["skill_onehot"].float()
         stats_in = torch.cat(
-            [self.blstats_norm(obs_dict["blstats"]), self.monk_norm(obs_dict["monk_features"]), skill], dim=1
+            _stats_parts(obs_dict, self.blstats_norm(obs_dict["blstats"]), self.monk_norm(obs_dict["monk_features"]))
+            + [skill], dim=1
         )
         stats = self.stats_mlp(stats_in)
         msg = self.msg_embed(obs_dict["message"].long().clamp(0, 255)).transpose(1, 2)  # [B, embed, 256]
@@ -447,7 +471,8 @@ class ReleaseEncoder(Encoder):
         atlas = torch.from_numpy(np.array(glyph_atlas(CELL, "release"))).reshape(NUM_CHARS * NUM_COLORS, CELL, CELL, 3)
         # not saved: the checkpoint holds exactly the release's tensors
         self.register_buffer("atlas", atlas, persistent=False)
-        scale = torch.tensor(RELEASE_BLSTATS_SCALE + (1.0,) * self.num_skills, dtype=torch.float32)
+        stairs = _stairs_size(obs_space)  # --stairs_input (not the release's): before the one-hot, times 1
+        scale = torch.tensor(RELEASE_BLSTATS_SCALE + (1.0,) * (stairs + self.num_skills), dtype=torch.float32)
         self.register_buffer("stats_scale", scale, persistent=False)
 
         # the submodules are created in the release's order, so that the parameters (and an
@@ -461,7 +486,7 @@ class ReleaseEncoder(Encoder):
             conv_out = int(self.crop_cnn(torch.zeros(1, 3, side, side)).shape[1])
         self.crop_fc = nn.Sequential(nn.Linear(conv_out, mc.crop_fc), nn.ELU())
 
-        self.stats_in_size = len(RELEASE_BLSTATS_SCALE) + self.num_skills
+        self.stats_in_size = len(RELEASE_BLSTATS_SCALE) + stairs + self.num_skills
         stats: list[nn.Module] = []
         for i in range(mc.stats_layers):
             stats += [nn.Linear(self.stats_in_size if i == 0 else mc.stats_hidden, mc.stats_hidden), nn.ELU()]
@@ -524,7 +549,8 @@ class ReleaseEncoder(Encoder):
     def stats_input(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         """The release's ``norm_blstats``: [blstats, Monk features, skill one-hot] x scale."""
         raw = torch.cat(
-            [obs_dict["blstats"].float(), obs_dict["monk_features"].float(), obs_dict["skill_onehot"].float()], dim=1
+            _stats_parts(obs_dict, obs_dict["blstats"].float(), obs_dict["monk_features"].float())
+            + [obs_dict["skill_onehot"].float()], dim=1
         )
         return raw * self.stats_scale
 

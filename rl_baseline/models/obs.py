@@ -12,7 +12,10 @@ Keys (see :data:`MODEL_OBS_KEYS`):
 - ``monk_features`` float32 [3]: the release's three Monk features (see
   :func:`monk_features`): starting spellbook kind (0 healing, 1 protection,
   2 sleep, -1 none/unknown), number of potion inventory slots, number of
-  comestible (food) inventory slots.
+  comestible (food) inventory slots;
+- ``stairs_here`` float32 [2], only with ``--stairs_input`` (a lever of this project's CPU screens, not the
+  release's input): 1 where the hero stands on a staircase down / up of the level seen before (the skill
+  runtime's memory of the map: on the stairs the hero's ``@`` hides them).
 
 The crop is rendered to RGB inside the network (on its device) from the
 characters and colours, which keeps these observations small.
@@ -38,6 +41,9 @@ MODEL_OBS_KEYS: tuple[str, ...] = (
 
 #: Entries of ``monk_features``.
 MONK_FEATURES_SIZE: int = 3
+#: The optional key of ``--stairs_input`` and its size: (on a staircase down, on a staircase up).
+STAIRS_KEY: str = "stairs_here"
+STAIRS_SIZE: int = 2
 #: Starting spellbook kinds, in the release's numbering (index = feature value).
 SPELL_KINDS: tuple[str, ...] = ("healing", "protection", "sleep")
 #: ``spell kind`` when the inventory holds no spellbook of the three kinds (or was not observed).
@@ -93,11 +99,13 @@ def monk_features(nle_obs: dict, spell_kind: int | None = None, out: np.ndarray 
     return out
 
 
-def model_observation_space(num_skills: int) -> gym.spaces.Dict:
-    """The gymnasium space of :func:`model_observation`'s output."""
+def model_observation_space(num_skills: int, stairs_input: bool = False) -> gym.spaces.Dict:
+    """The gymnasium space of :func:`model_observation`'s output (with ``stairs_input``, also
+    :data:`STAIRS_KEY`, which the skill runtime fills in)."""
     if num_skills < 1:
         raise ValueError(f"num_skills must be >= 1, got {num_skills}")
     crop = (CROP_SIZE, CROP_SIZE)
+    extra = {STAIRS_KEY: gym.spaces.Box(0.0, 1.0, (STAIRS_SIZE,), dtype=np.float32)} if stairs_input else {}
     return gym.spaces.Dict(
         {
             "crop_chars": gym.spaces.Box(0, 255, crop, dtype=np.uint8),
@@ -112,6 +120,7 @@ def model_observation_space(num_skills: int) -> gym.spaces.Dict:
                 (MONK_FEATURES_SIZE,),
                 dtype=np.float32,
             ),
+            **extra,
         }
     )
 

@@ -76,9 +76,11 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
     elif oni:
         env = make_oni_env(config.root_env, config.max_episode_steps)  # the task's reward is the env's own
     elif config.start_depth > 1:
-        env = StartDepth(make_base_env(config.max_episode_steps, wizard=True, final_death=True), config.start_depth)
+        env = StartDepth(make_base_env(config.max_episode_steps, wizard=True, final_death=True,
+                                       travel_actions=config.travel_actions), config.start_depth)
     else:
-        env = make_base_env(config.max_episode_steps, exit_question_to_agent=config.exit_question_to_agent)
+        env = make_base_env(config.max_episode_steps, exit_question_to_agent=config.exit_question_to_agent,
+                            travel_actions=config.travel_actions)
     if config.env == MOTIF_ENV and not oni:
         env = MotifTaskReward(env, config.root_env)
     if config.task_reward is not None:  # the task-reward-plus-score baseline
@@ -121,7 +123,7 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
     return SkillRuntime(env, factory, reward, num_skills=config.num_skills, training_seed=config.training_seed,
                         reward_timing=config.reward_timing, skill_reward=config.skill_reward,
                         progress_scales=config.progress_scales,
-                        progress_stairs_reward=config.progress_stairs_reward)
+                        progress_stairs_reward=config.progress_stairs_reward, stairs_input=config.stairs_input)
 
 
 def make_sf_env(full_env_name: str, cfg: Any, env_config: Any = None, render_mode: Optional[str] = None) -> gym.Env:

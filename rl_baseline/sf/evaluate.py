@@ -77,12 +77,12 @@ def eval_dir(cfg: Any) -> Path:
     return Path(eval_dir_of(cfg))
 
 
-def _action_names() -> Optional[list[str]]:
+def _action_names(num_actions: int) -> Optional[list[str]]:
     try:
-        from common.nethack.actions import ACTION_NAMES  # lazy: optional; the names only label the trackers' input
+        from common.nethack.actions import action_names_for  # lazy: optional; the names only label the trackers' input
     except ImportError:
         return None
-    return list(ACTION_NAMES)
+    return list(action_names_for(num_actions))
 
 
 class _LLMEpisodes:
@@ -214,7 +214,7 @@ def evaluate(cfg: Any) -> dict:
     try:
         run = run_evaluation(
             envs, policy, task, protocol=protocol, episodes=int(cfg.eval_episodes),
-            env_steps=int(cfg.eval_env_steps), action_names=_action_names(), seed=int(cfg.seed or 0),
+            env_steps=int(cfg.eval_env_steps), action_names=_action_names(int(envs[0].action_space.n)), seed=int(cfg.seed or 0),
             skill_names=skill_names, frame_fn=frame_fn,
         )
     finally:

@@ -26,7 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
-from common.nethack.actions import ACTION_NAMES
+from common.nethack.actions import action_names_for
 from common.nethack.game_clock import active_game_clock
 from rl_baseline.envs.seeding import evaluation_game_seed, seed_run
 from rl_baseline.sf.cfg import EVAL_POLICIES, ConfigError, SkillEnvConfig, forced_skill, require_resolved
@@ -158,7 +158,7 @@ def _finished(env: Any, skill: str, length: int, ended_by: str, start_depth: int
 
 
 def _action_names(n: int) -> list[str]:
-    return list(ACTION_NAMES) if len(ACTION_NAMES) == n else [str(i) for i in range(n)]
+    return list(action_names_for(n))
 
 
 def run_skill_episodes(envs: Sequence[Any], policy: Any, skill: str, episodes: int, policy_kind: str = "trained",

@@ -32,7 +32,7 @@ from common.nethack.messages import DESCENT_MESSAGE, WALL_MESSAGES, message_byte
 from common.vocabulary import NUM_SKILLS, SKILLS
 from rl_baseline.envs.seeding import training_game_seed
 from rl_baseline.models import obs as model_obs
-from rl_baseline.models.obs import model_observation_space
+from rl_baseline.models.obs import STAIRS_KEY, STAIRS_SIZE, model_observation_space
 from rl_baseline.skills import REWARD_TIMINGS, SKILL_REWARDS
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SkillMeasures
@@ -141,10 +141,6 @@ class _ModelObservation:
         return out
 
 
-def _default_observation_space(num_skills: int) -> gym.spaces.Dict:
-    return model_observation_space(num_skills)
-
-
 class SingleSkillPolicy:
     """Trivial policy over skills: one skill for the whole episode (Motif runs, pure RL)."""
 
@@ -251,6 +247,7 @@ class SkillRuntime(gym.Wrapper):
         skill_reward: str = "llm",
         progress_scales: Sequence[float] = (),
         progress_stairs_reward: float = 0.0,
+        stairs_input: bool = False,
     ) -> None:
         super().__init__(env)
         if reward_timing not in REWARD_TIMINGS:
@@ -276,8 +273,11 @@ class SkillRuntime(gym.Wrapper):
         self.meta_policy: Any = None
         self.reward_fn = reward
         self.observation_fn = observation_fn if observation_fn is not None else _ModelObservation()
+        # --stairs_input: the observation says whether the hero stands on a staircase down / up seen before
+        self.stairs_input = bool(stairs_input)
         self.observation_space = (
-            observation_space if observation_space is not None else _default_observation_space(num_skills)
+            observation_space if observation_space is not None
+            else model_observation_space(num_skills, stairs_input=self.stairs_input)
         )
         self.skill_id = 0
         self.skill_time = 0  # game turns since the active skill started
@@ -347,7 +347,14 @@ class SkillRuntime(gym.Wrapper):
 
     def _observe(self, obs: dict) -> dict:
         self.last_obs = obs  # raw NLE observation (NLE reuses its buffers: copy to keep)
-        return self.observation_fn(obs, self.skill_id, self.num_skills)
+        out = self.observation_fn(obs, self.skill_id, self.num_skills)
+        if self.stairs_input:
+            stairs = out.get(STAIRS_KEY)
+            if stairs is None:  # the observation function's reused output gets the key once
+                stairs = out[STAIRS_KEY] = np.zeros(STAIRS_SIZE, dtype=np.float32)
+            bl = obs["blstats"]
+            stairs[:] = self.stats.measures.stairs_under_hero(int(bl[B.BL_X]), int(bl[B.BL_Y]))
+        return out
 
     def _annotate(self, info: dict) -> dict:
         info["skill"] = self.skill

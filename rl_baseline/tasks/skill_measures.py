@@ -85,7 +85,7 @@ assert set(SKILL_MEASURES) == set(SKILLS) and all(MAIN_MEASURE[s] in SKILL_MEASU
 PROGRESS_MEASURE: dict[str, str] = {**MAIN_MEASURE, "discoverer": "cells_revealed"}
 
 ALTAR_CHAR, ALTAR_COLOUR = ord("_"), 7
-DOWN_STAIRS_CHAR, HERO_CHAR = ord(">"), ord("@")
+DOWN_STAIRS_CHAR, UP_STAIRS_CHAR, HERO_CHAR = ord(">"), ord("<"), ord("@")
 _SHOP_GREETING = re.compile(r"Welcome(?: again)? to [^!]*?'s? [^!]*!")
 
 
@@ -133,6 +133,7 @@ class SkillMeasures:
         self._altar_levels: set[tuple[int, int]] = set()
         self._priced: set[str] = set()
         self._down_stairs: dict[tuple[int, int], set[tuple[int, int]]] = {}  # level -> (row, col) of '>'
+        self._up_stairs: dict[tuple[int, int], set[tuple[int, int]]] = {}  # level -> (row, col) of '<'
         self._descender_steps_knowing = 0
         self._on_stairs = False
         # levels whose down staircase the descender has stood on (the first arrival of each level counts once:
@@ -216,12 +217,25 @@ class SkillMeasures:
                 self._read_message(msg, skill, c)
 
     def _note_down_stairs(self, level: tuple[int, int], chars: np.ndarray, raw: bytes) -> set:
-        """The '>' cells seen on ``level`` so far (the hero standing on one hides it: remembered)."""
+        """The '>' cells seen on ``level`` so far (the hero standing on one hides it: remembered); the '<'
+        cells too (:meth:`stairs_under_hero`)."""
+        if b"<" in raw:
+            up = self._up_stairs.setdefault(level, set())
+            for row, col in np.argwhere(chars == UP_STAIRS_CHAR):
+                up.add((int(row), int(col)))
         known = self._down_stairs.setdefault(level, set())
         if b">" in raw:
             for row, col in np.argwhere(chars == DOWN_STAIRS_CHAR):
                 known.add((int(row), int(col)))
         return known
+
+    def stairs_under_hero(self, x: int, y: int) -> tuple[bool, bool]:
+        """Whether the hero, at column ``x`` and row ``y`` of the map, stands on a staircase down / up of the
+        current level that was seen before it stepped on it (its own ``@`` hides it)."""
+        if self._level is None:
+            return False, False
+        here = (int(y), int(x))
+        return here in self._down_stairs.get(self._level, ()), here in self._up_stairs.get(self._level, ())
 
     def _read_message(self, msg: str, skill: str, c: dict[str, float]) -> None:
         if skill == "merchant":

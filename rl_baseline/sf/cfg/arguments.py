@@ -129,16 +129,34 @@ def skill_policy_config_dir(cfg: argparse.Namespace) -> Optional[str]:
 #: flags whose default changed, with what a saved ``config.json`` written before the flag existed meant
 #: (sample-factory fills a key missing from the file with today's default; these keep the old meaning)
 SAVED_BEFORE_FLAG: dict[str, Any] = {"encoder_arch": "project"}
+#: flags that shape the network (its inputs or its action head), with their value in a ``config.json`` written
+#: before the flag existed: a saved run's checkpoints load only with the value it was trained with
+NETWORK_SHAPE_FLAGS: dict[str, Any] = {"travel_actions": False, "stairs_input": False}
 
 
-def _keep_saved_meanings(merged: Any, path: str) -> None:
-    """Sets the :data:`SAVED_BEFORE_FLAG` keys that the saved ``config.json`` at ``path`` does not hold."""
+def _keep_saved_meanings(merged: Any, path: str) -> dict[str, Any]:
+    """Sets the :data:`SAVED_BEFORE_FLAG` keys that the saved ``config.json`` at ``path`` does not hold; returns
+    the saved file's content."""
 
     with open(path, encoding="utf-8") as fh:
         saved = json.load(fh)
     for key, value in SAVED_BEFORE_FLAG.items():
         if key not in saved:
             merged[key] = value
+    return saved
+
+
+def _check_network_shape(saved: dict[str, Any], explicit: dict[str, Any], path: str) -> None:
+    """A flag of :data:`NETWORK_SHAPE_FLAGS` given with another value than the saved run's: its checkpoints
+    would not load (their inputs or action head differ); refused naming the flag."""
+    for key, before in NETWORK_SHAPE_FLAGS.items():
+        if key not in explicit:
+            continue
+        trained = saved.get(key, before)
+        if bool(explicit[key]) != bool(trained):
+            raise ConfigError(f"--{key} {explicit[key]}: the run at {os.path.dirname(path)} was trained with --{key} "
+                              f"{trained}, and its network has {'these' if trained else 'no such'} inputs or actions; "
+                              f"drop --{key} (the saved value is used) or use another --experiment")
 
 
 def with_saved_experiment(cfg: argparse.Namespace, required: bool,
@@ -167,7 +185,8 @@ def with_saved_experiment(cfg: argparse.Namespace, required: bool,
         merged = load_from_checkpoint(source)
     except Exception as exc:  # sample-factory raises a bare Exception for an unreadable config.json
         raise ConfigError(f"{path}: cannot be read ({exc})") from exc
-    _keep_saved_meanings(merged, path)
+    saved = _keep_saved_meanings(merged, path)
+    _check_network_shape(saved, explicit, path)
     for key, value in {**invocation, **explicit}.items():
         merged[key] = value
     if config_dir is not None:  # the results go to this command's experiment, not to the skill network's

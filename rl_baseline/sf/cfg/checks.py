@@ -68,6 +68,11 @@ def check_command_line(cfg: argparse.Namespace) -> None:
         raise ConfigError(f"--env {cfg.env!r}: use {SKILL_ENV} (skills) or {MOTIF_ENV} (Motif single reward)")
     if getattr(cfg, "discoverer_turns", None) is not None and cfg.discoverer_turns < 1:
         raise ConfigError(f"--discoverer_turns {cfg.discoverer_turns}: a budget of at least 1 game turn")
+    for lever, what in (("travel_actions", "the travel actions extend the skill environment's action set"),
+                        ("stairs_input", "the staircase input comes from the skill runtime's memory of the map")):
+        if getattr(cfg, lever, False) and cfg.env != SKILL_ENV:
+            raise ConfigError(f"--{lever} True: {what} ({SKILL_ENV}); --env {cfg.env} (root env {cfg.root_env}) "
+                              "plays with its own")
     if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
         raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
     if getattr(cfg, "reward_encoder", None) is not None:

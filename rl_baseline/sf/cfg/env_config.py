@@ -88,6 +88,9 @@ class SkillEnvConfig:
     start_depth: int = 1
     # evaluation on goldenexit: level 1's "Still climb?" is left for the agent, as the release leaves it
     exit_question_to_agent: bool = False
+    # levers of the CPU screens (--travel_actions, --stairs_input): two travel actions; the staircase input
+    travel_actions: bool = False
+    stairs_input: bool = False
     # online intrinsic rewards (ONI): the annotator's folder and what the environment reads from it
     online_reward_type: Optional[str] = None
     online_store_dir: Optional[str] = None
@@ -137,6 +140,8 @@ class SkillEnvConfig:
             forced_skill=forced_skill(cfg) or training_skill(cfg),
             start_depth=eval_start_depth(cfg),
             exit_question_to_agent=bool(cfg.evaluation) and getattr(cfg, "eval_target", None) == "goldenexit",
+            travel_actions=bool(getattr(cfg, "travel_actions", False)),
+            stairs_input=bool(getattr(cfg, "stairs_input", False)),
             online_reward_type=cfg.llm_reward_type if getattr(cfg, "online_store_dir", None) else None,
             online_store_dir=getattr(cfg, "online_store_dir", None),
             online_goals=online_goals(cfg),

@@ -154,6 +154,18 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                         "set_initial_values (default: the policy's own, 500 in the release's). A named deviation "
                         "for CPU-scale lives, which end near 500 steps (docs/results.md); ignored with "
                         "--evaluation True, where the task's own policy keeps its budgets")
+    lv = p.add_argument_group(
+        "levers of the CPU screens (this project's, not the release's: off by default and in the paper preset; a "
+        "preset that adopts one names it in docs/fidelity.md; --gamma and --policy_heads are the other two screened)")
+    lv.add_argument("--travel_actions", type=str2bool, default=False,
+                    help="two more actions after the release's 28: travel_down and travel_up, each NetHack's travel "
+                         "command to a staircase down / up seen on the map (the keys _ then > or < then . as one "
+                         "action); the network's action head grows to 30, so a run keeps the value it was trained "
+                         "with (skill environment only)")
+    lv.add_argument("--stairs_input", type=str2bool, default=False,
+                    help="one more input of two flags: whether the hero stands on a staircase down / up seen on the "
+                         "map before (on the stairs the hero's @ hides them); joined to the stats input before the "
+                         "skill one-hot, so a run keeps the value it was trained with (skill environment only)")
     g.add_argument("--meta_policy_root", type=str, default=None,
                    help="directory holding {task}/seed{N}/execution.py (default: rl_baseline/meta_policies)")
     g.add_argument("--root_env", type=str, default="NetHackScore-v1",
