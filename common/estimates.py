@@ -23,10 +23,12 @@ BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_METHOD = f"bootstrap percentile ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED})"
 WILSON_METHOD = "Wilson score"
-#: what a table's note says of its intervals
-INTERVAL_NOTE = (f"95% intervals: {BOOTSTRAP_METHOD} for the mean of a count or rate, which stays within the "
-                 f"observed values (never below zero) but is too narrow with few episodes; {WILSON_METHOD} for "
-                 "a success rate (0/1 per episode), within [0, 1].")
+#: what a table's note says of its intervals: of means of counts and rates, of success rates, of both
+BOOTSTRAP_NOTE = (f"95% intervals: {BOOTSTRAP_METHOD} of the mean, which stays within the observed values (never "
+                  "below zero) but is too narrow with few episodes.")
+INTERVAL_NOTE = (f"95% intervals: {BOOTSTRAP_METHOD} for the mean of a count, which stays within the observed "
+                 f"values (never below zero) but is too narrow with few episodes; {WILSON_METHOD} for a success "
+                 "rate (0/1 per episode), within [0, 1].")
 #: validation pairs below which an accuracy is flagged: fewer tell little (30 pairs: a 95% interval of about
 #: +-18 points at 50%)
 MIN_VALIDATION_PAIRS = 30
@@ -46,7 +48,10 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # at 0 or n successes the bound is exactly 0 or 1 (the formula leaves rounding residue)
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return lo, hi
 
 
 def bootstrap_interval(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
@@ -82,6 +87,13 @@ def mean_interval95(values: Sequence[float], binary: bool = False) -> tuple[floa
 def interval_method(binary: bool) -> str:
     """The name of the interval :func:`mean_interval95` gives."""
     return WILSON_METHOD if binary else BOOTSTRAP_METHOD
+
+
+def recorded_interval_method(data: object) -> str:
+    """The interval method a results file records under ``interval_method``; a file that records none was
+    written with Student's t intervals."""
+    method = data.get("interval_method") if isinstance(data, dict) else None
+    return str(method) if method else "Student's t"
 
 
 def too_few_pairs(pairs: Optional[int]) -> bool:

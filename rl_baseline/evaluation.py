@@ -27,6 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
+from common.estimates import interval_method, mean_interval95
 from rl_baseline.envs.seeding import evaluation_game_seed
 from rl_baseline.tasks.detectors import make_task_tracker
 from rl_baseline.tasks.release_protocol import PROTOCOLS, RELEASE_RULES, make_release_tracker, release_window
@@ -204,6 +205,12 @@ def _aborted(info: dict) -> bool:
 # ----------------------------------------------------------------------------- summaries
 
 
+def _interval(values: Sequence[float], binary: bool) -> dict:
+    """The 95% interval of a section's mean: Wilson for 0/1 values, a bootstrap percentile interval for counts."""
+    _, lo, hi = mean_interval95(values, binary=binary)
+    return {"ci95": [lo, hi], "ci_method": interval_method(binary)}
+
+
 def _episode_dict(e: EpisodeResult, in_window: bool) -> dict:
     return {"success": bool(e.success), "count": e.count, "value": e.value, "length": e.length,
             "skill_share": e.skill_share, "ended_by": e.ended_by, "release": e.release,
@@ -220,6 +227,7 @@ def project_section(task: str, measure: str, episodes: Sequence[EpisodeResult]) 
         "episodes": len(episodes),
         "mean": mean,
         "stderr": stderr,
+        **_interval(per_episode, binary=measure == "success"),
         "success_rate": float(np.mean([e.success for e in episodes])) if episodes else math.nan,
         "mean_count": float(np.mean([e.count for e in episodes])) if episodes else math.nan,
     }
@@ -245,6 +253,7 @@ def release_section(task: str, episodes: Sequence[EpisodeResult], stats_avg: int
         "episodes": len(win.values),
         "mean": mean,
         "stderr": stderr,
+        **_interval(win.values, binary=rule.count_key is None),  # reached (0/1) or a count
         "reached_rate": win.reached_rate,
         "reached_episodes": len(win.reached),
     }
@@ -307,6 +316,8 @@ def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_name
         "episodes": head["episodes"],
         "mean": head["mean"],
         "stderr": head["stderr"],
+        "ci95": head.get("ci95", [math.nan, math.nan]),
+        "ci_method": head.get("ci_method"),
         "success_rate": success_rate,
         "mean_count": mean_count,
         "episode_lengths": lengths,

@@ -590,3 +590,18 @@ def test_live_shop_messages_count_sales_and_price_ids(recorded):  # noqa: F811
     # the ring's offer (50 for a base price of 100) directly preceded the sale; the light scroll's
     # identifying offer was declined
     assert price.count == 1 and price.counts["num_sell"] == 2
+
+
+def test_the_summary_gives_a_wilson_interval_for_success_and_a_bootstrap_one_for_counts():
+    """Both stay in range on few episodes: a success rate within [0, 1], a count never below zero."""
+    from common.estimates import BOOTSTRAP_METHOD, WILSON_METHOD, wilson_interval
+    from rl_baseline.evaluation import EpisodeResult
+
+    wins = [EpisodeResult(success=i == 0, count=0.0, value=0.0, length=10) for i in range(6)]
+    s = summarize("gnomish", "success", wins, (), protocol="project")
+    assert s["ci95"] == list(wilson_interval(1, 6)) and s["ci_method"] == WILSON_METHOD
+    assert 0.0 <= s["ci95"][0] < s["mean"] < s["ci95"][1] <= 1.0
+    counts = [EpisodeResult(success=False, count=c, value=0.0, length=10) for c in (0.0, 0.0, 9.0)]
+    s = summarize("buc", "count", counts, (), protocol="project")
+    assert s["ci_method"] == BOOTSTRAP_METHOD and 0.0 <= s["ci95"][0] < s["mean"] < s["ci95"][1] <= 9.0
+    assert s["project"]["ci95"] == s["ci95"]

@@ -94,9 +94,9 @@ def test_results_table_from_evaluation_files(tmp_path):
     assert g.mean == pytest.approx(0.75) and g.episodes == 4 and g.experiment == "e1" and g.code_seed == 42
     table = results_table(results)
     lines = table.splitlines()
-    assert lines[0].startswith("| task | measure | value +- s.e. | episodes | meta-policy errors | MaestroMotif")
-    assert "| gnomish | success | 75.0% +- 25.0 | 4 |  | 46.0% +- 1.7 |" in lines
-    assert "| transactions | count | 1.50 +- 0.50 | 2 |  | 0.66 +- 0.01 |" in lines
+    assert lines[0].startswith("| task | measure | value +- s.e. | 95% interval | episodes | meta-policy errors | MaestroMotif")
+    assert "| gnomish | success | 75.0% +- 25.0 | [30.1%, 95.4%] | 4 |  | 46.0% +- 1.7 |" in lines
+    assert "| transactions | count | 1.50 +- 0.50 | [1.00, 2.00] | 2 |  | 0.66 +- 0.01 |" in lines
     assert "NOT comparable" in table
     assert "MaestroMotif" not in results_table(results, paper=False)
 
@@ -289,8 +289,8 @@ def test_report_cli_writes_markdown_and_plots(tmp_path, capsys):
     assert report_cli.main(["--train_dir", str(root), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     md = (out / "results.md").read_text()
-    assert "| gnomish | success | 50.0% +- 50.0 | 2 |  | 46.0% +- 1.7 |" in md
-    assert "| buc | count | 2.00 +- 1.00 | 2 |  | 1.60 +- 0.01 |" in md
+    assert "| gnomish | success | 50.0% +- 50.0 | [9.5%, 90.5%] | 2 |  | 46.0% +- 1.7 |" in md
+    assert "| buc | count | 2.00 +- 1.00 | [1.00, 3.00] | 2 |  | 1.60 +- 0.01 |" in md
     assert "| llama3_merchant_default | merchant | 20 | 70.0% | 80.0% (n=120) |" in md
     assert "| smoke | discoverer | 50.0% | 0.0500 |" in md
     for name in ("success.png", "skill_training.png", "reward_accuracy.png"):
@@ -315,4 +315,4 @@ def test_only_markdown_without_plots(tmp_path):
     write_eval(tmp_path / "p", "e", "price", [False], [2.0])
     report = build_report([tmp_path / "p"], tmp_path / "out", plots=False)
     assert [p.name for p in report.files] == ["results.md"]
-    assert "| price | count | 2.00 +- 0.00 | 1 |  | 0.47 +- 0.01 |" in report.markdown
+    assert "| price | count | 2.00 +- 0.00 | n/a | 1 |  | 0.47 +- 0.01 |" in report.markdown

@@ -111,9 +111,9 @@ def test_meta_policy_errors_column_and_warning(tmp_path, caplog):
     results = {r.task: r for r in find_eval_results(tmp_path)}
     assert results["gnomish"].meta_policy_errors == 3 and results["minetown"].meta_policy_errors is None
     table = results_table(list(results.values()), paper=False)
-    assert "| gnomish | success | 50.0% +- 10.0 | 4 | 3 |" in table
-    assert "| delphi | success | 50.0% +- 10.0 | 4 | 0 |" in table
-    assert "| minetown | success | 50.0% +- 10.0 | 4 |  |" in table
+    assert "| gnomish | success | 50.0% +- 10.0 | n/a | 4 | 3 |" in table
+    assert "| delphi | success | 50.0% +- 10.0 | n/a | 4 | 0 |" in table
+    assert "| minetown | success | 50.0% +- 10.0 | n/a | 4 |  |" in table
     with caplog.at_level(logging.WARNING, logger="orchestration.report"):
         report = build_report([tmp_path], tmp_path / "report", plots=False)
     warning = [line for line in report.markdown.splitlines() if line.startswith("**Warning:**")]

@@ -22,7 +22,8 @@ Two protocols (``--eval_protocol``):
 
 Both rule sets follow every episode, whichever protocol ends it; the release's tracker
 freezes when it says "reached" (the release would have stopped there). The JSON has the
-headline (``mean``, ``stderr``, ``episodes``, ``measure``: the driving protocol's), the
+headline (``mean``, ``stderr``, ``ci95`` with its ``ci_method``, ``episodes``, ``measure``: the driving
+protocol's), the
 sections ``"release"`` and ``"project"`` with each rule set's numbers, ``"protocol"`` /
 ``"episodes_ended_by"`` (which protocol ended the episodes), ``"run"`` (budget, steps run,
 finished and dropped episodes), ``"depth"`` (where the episodes got to: deepest level, Mines
@@ -259,8 +260,11 @@ def evaluate(cfg: Any) -> dict:
         # the release averages its count over the episodes that saw a shop/altar only
         counted = (f"; the release's count averages the {release.get('episodes', 0)} of "
                    f"{release.get('finished_episodes', 0)} finished episodes with {release['seen_key']}")
-    logger.info("%s (%s protocol): %s %.3f +- %.3f over %d episodes (release %s %.3f, project %s %.3f%s); wrote %s",
-                task, protocol, summary["measure"], summary["mean"], summary["stderr"], summary["episodes"],
+    lo, hi = summary["ci95"]
+    logger.info("%s (%s protocol): %s %.3f +- %.3f, 95%% interval [%.3f, %.3f] (%s), over %d episodes (release %s "
+                "%.3f, project %s %.3f%s); wrote %s",
+                task, protocol, summary["measure"], summary["mean"], summary["stderr"], lo, hi, summary["ci_method"],
+                summary["episodes"],
                 release.get("metric"), release.get("mean", math.nan),
                 summary["project"]["measure"], summary["project"]["mean"], counted, ", ".join(str(p) for p in paths))
     if run.meta_policy_errors:
