@@ -376,12 +376,15 @@ def _default_device() -> str:
 #: what acts in an evaluation: the trained network, the same network untrained, or uniformly random actions
 EVAL_POLICIES = ("trained", "untrained", "random")
 
-#: evaluation flags that come from the evaluating command, never from the saved training configuration
+#: evaluation flags that come from the evaluating command, not from the saved training one (but SAVED_EVAL_PROTOCOL)
 EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs",
               "eval_deterministic_actions", "eval_policy", "game_clock", "save_video", "eval_skill", "eval_start_depth", "eval_dir",
               "meta_policy", "meta_llm_backend", "meta_llm_model", "meta_llm_base_url", "meta_llm_replay",
               "meta_llm_record", "meta_llm_cache_dir", "meta_llm_temperature", "meta_llm_max_tokens",
               "meta_llm_num_gpus", "meta_llm_server_gpus", "meta_llm_method")
+#: the evaluation protocol a training command may choose for its run (a pipeline preset does): an evaluation that
+#: does not give one of these flags takes the run's choice, not the release's default
+SAVED_EVAL_PROTOCOL = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs")
 
 
 def parse_reward_dirs(value: Any) -> list[str]:
@@ -471,8 +474,10 @@ def _keep_saved_meanings(merged: Any, path: str) -> None:
 def _with_saved_experiment(cfg: argparse.Namespace, required: bool,
                            config_dir: Optional[str] = None) -> argparse.Namespace:
     """The saved ``{train_dir}/{experiment}/config.json`` (or ``{config_dir}/config.json``) with this command's
-    flags on top (as sample-factory's own loaders do); an evaluation's flags (:data:`EVAL_FLAGS`) always come
-    from this command. Without a saved experiment: ``cfg`` itself, or :class:`ConfigError` if ``required``."""
+    flags on top (as sample-factory's own loaders do); an evaluation's flags (:data:`EVAL_FLAGS`) come from this
+    command, except those of :data:`SAVED_EVAL_PROTOCOL` that it does not give and the training command chose
+    (listed in ``eval_flags_from_saved``). Without a saved experiment: ``cfg`` itself, or :class:`ConfigError` if
+    ``required``."""
     from sample_factory.cfg.arguments import load_from_checkpoint  # lazy: sample-factory; --help stays light
 
     # sample-factory's own cfg_file() creates the experiment folder: a mistyped command must not
@@ -482,7 +487,6 @@ def _with_saved_experiment(cfg: argparse.Namespace, required: bool,
             raise ConfigError(f"no saved experiment at {path}: --train_dir and --experiment must name a trained "
                               "run ({train_dir}/{experiment}/config.json, written by scripts.main)")
         return cfg
-    invocation = {k: getattr(cfg, k) for k in EVAL_FLAGS if hasattr(cfg, k)} if cfg.evaluation else {}
     explicit = dict(cfg.cli_args)
     evaluation = bool(cfg.evaluation)
     source = cfg
@@ -495,11 +499,16 @@ def _with_saved_experiment(cfg: argparse.Namespace, required: bool,
     except Exception as exc:  # sample-factory raises a bare Exception for an unreadable config.json
         raise ConfigError(f"{path}: cannot be read ({exc})") from exc
     _keep_saved_meanings(merged, path)
+    chosen = merged.get("cli_args") or {}  # the training command's own flags, as sample-factory saved them
+    from_saved = [k for k in SAVED_EVAL_PROTOCOL if k in chosen and k not in explicit] if evaluation else []
+    invocation = {k: getattr(cfg, k) for k in EVAL_FLAGS if evaluation and hasattr(cfg, k) and k not in from_saved}
     for key, value in {**invocation, **explicit}.items():
         merged[key] = value
     if config_dir is not None:  # the results go to this command's experiment, not to the skill network's
         merged.train_dir, merged.experiment = cfg.train_dir, cfg.experiment
     merged.evaluation = evaluation
+    if evaluation:  # said in the evaluation's start line
+        merged.eval_flags_from_saved = {k: merged[k] for k in from_saved}
     return merged
 
 

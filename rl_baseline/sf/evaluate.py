@@ -64,7 +64,7 @@ from rl_baseline.baselines.llm_policy.cost import CostClock, cost_section, updat
 from rl_baseline.baselines.llm_policy.run import llm_section
 from rl_baseline.baselines.motif_eval import run_root_episodes, summarize_root
 from rl_baseline.envs.seeding import seed_run
-from rl_baseline.evaluation import RunResult, run_evaluation, summarize, write_results
+from rl_baseline.evaluation import RunResult, evaluation_plan, run_evaluation, summarize, write_results
 from rl_baseline.models.render import render_tty_frame
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, eval_dir_of, evaluates_root_env, require_resolved
 from rl_baseline.sf.multi_policy import load_skill_policies
@@ -195,10 +195,12 @@ def evaluate(cfg: Any) -> dict:
     kind = getattr(cfg, "eval_policy", "trained") or "trained"
     acting = _acting_policy(cfg, kind, envs[0], n_envs)
     policy, loaded, checkpoint, env_steps = acting.policy, acting.loaded, acting.checkpoint, acting.env_steps
-    what = (f"{cfg.eval_env_steps} env steps, last {cfg.eval_stats_avg} finished episodes"
-            if protocol == "release" else f"{cfg.eval_episodes} episodes")
-    logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games, %s", acting.description,
-                env_steps, task, protocol, n_envs, what)
+    plan = evaluation_plan(protocol, n_envs, int(cfg.eval_episodes), int(cfg.eval_env_steps),
+                           int(cfg.eval_stats_avg), int(cfg.max_episode_steps))
+    saved = getattr(cfg, "eval_flags_from_saved", None) or {}
+    if saved:  # the run's own protocol, chosen by its training command (a pipeline preset's)
+        plan += "; as the run's config.json chose: " + " ".join(f"--{k} {v}" for k, v in saved.items())
+    logger.info("evaluating %s (env steps %s) on %s: %s", acting.description, env_steps, task, plan)
 
     llm_run = None
     if env_cfg.meta_llm is not None:
