@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write
-from common.estimates import MIN_VALIDATION_PAIRS
+from common.estimates import MIN_VALIDATION_PAIRS, pair_count
 from common.nethack.messages import decode_message
 from common.torch_files import plain_numbers
 from common.vocabulary import SKILL_INDEX, skill_from_experiment, skill_index
@@ -405,11 +405,13 @@ def plot_curves(metrics_csv: Path, out_png: Path) -> None:
         return
     plotted = METRICS_HEADER.index("val_acc") + 1  # the counts after it are not curves
     data = np.array([[float(v) for v in row[:plotted]] for row in rows], dtype=np.float64)
+    last = rows[-1][plotted] if len(rows[-1]) > plotted and rows[-1][plotted] else None
+    validation = f"validation ({pair_count(None if last is None else int(last))})"
     it = data[:, 1]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, cols, title in ((axes[0], (2, 4), "Bradley-Terry loss"), (axes[1], (3, 5), "accuracy (non-tie pairs)")):
         ax.plot(it, data[:, cols[0]], marker="o", label="train")
-        ax.plot(it, data[:, cols[1]], marker="s", label="validation")
+        ax.plot(it, data[:, cols[1]], marker="s", label=validation)
         ax.set_xlabel("iteration")
         ax.set_title(title)
         ax.grid(alpha=0.3)
