@@ -70,10 +70,11 @@ ASSUMED_EVAL_ENV_STEPS_PER_S = 1_400
 
 
 def evaluation_plan(protocol: str, num_envs: int, episodes: int, env_steps: int, stats_avg: int,
-                    max_episode_steps: Optional[int] = None) -> str:
+                    max_episode_steps: Optional[int] = None, saved: Optional[dict] = None) -> str:
     """What an evaluation will do, for its start line: the protocol, the games, the env-step budget (or the
-    episodes, with the env steps they can take at most) and the time that takes at
-    :data:`ASSUMED_EVAL_ENV_STEPS_PER_S`, said to be assumed."""
+    episodes, with the env steps they can take at most), the time that takes at
+    :data:`ASSUMED_EVAL_ENV_STEPS_PER_S`, said to be assumed, and which of those flags the run's config.json
+    chose (``saved``, as ``rl_baseline.sf.cfg`` lists them)."""
     if protocol == "release":
         text = (f"release protocol, {num_envs} games, {env_steps:,} env steps in all (the mean over the last "
                 f"{stats_avg:,} finished episodes)")
@@ -88,6 +89,10 @@ def evaluation_plan(protocol: str, num_envs: int, episodes: int, env_steps: int,
         text += (f"; {bound} {format_duration(budget / ASSUMED_EVAL_ENV_STEPS_PER_S)} at an assumed "
                  f"{ASSUMED_EVAL_ENV_STEPS_PER_S:,} env steps/s (measured with 16 games on 2 CPU cores; this run's "
                  "own rate follows in its progress)")
+    unused = ("eval_episodes",) if protocol == "release" else ("eval_env_steps", "eval_stats_avg")
+    chosen = {k: v for k, v in (saved or {}).items() if k not in unused}
+    if chosen:
+        text += "; as the run's config.json chose: " + " ".join(f"--{k} {v}" for k, v in chosen.items())
     return text
 
 

@@ -650,6 +650,12 @@ def test_the_start_line_gives_protocol_games_budget_and_an_assumed_time():
     project = evaluation_plan("project", 2, 6, RELEASE_ENV_STEPS, RELEASE_STATS_AVG, 500)
     assert project.startswith("project protocol, 6 episodes over 2 games (at most 3,000 env steps: 500 per "
                               "episode); at most about 2 s at an assumed")
+    # the flags the run's config.json chose are named, those this protocol does not read left out
+    saved = {"eval_protocol": "project", "eval_episodes": 6, "eval_num_envs": 2}
+    assert evaluation_plan("project", 2, 6, 10, 10, 500, saved=saved).endswith(
+        "; as the run's config.json chose: --eval_protocol project --eval_episodes 6 --eval_num_envs 2")
+    assert evaluation_plan("release", 2, 6, 10, 10, 500, saved={"eval_episodes": 6}).endswith(
+        "this run's own rate follows in its progress)")
 
 
 def test_a_small_presets_run_evaluates_with_the_protocol_its_pipeline_used(tmp_path):

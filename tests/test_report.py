@@ -56,10 +56,12 @@ def test_reward_table_gives_each_accuracy_its_pair_count_and_flags_too_few(tmp_p
     write_reward_metrics(tmp_path, "descender", [0.5, 1.0], val_pairs=2)
     write_reward_metrics(tmp_path, "merchant", [0.5, 0.8], val_pairs=120)
     write_reward_metrics(tmp_path, "worshipper", [0.5, 0.75], val_pairs=None)
+    write_reward_metrics(tmp_path, "ascender", [float("nan")] * 2, val_pairs=0)  # no decided validation pair
     md = build_report([tmp_path], None, plots=False).markdown
     assert "| llama3_descender_default | descender | 20 | 70.0% | 100.0% (n=2, too few) |" in md
     assert "| llama3_merchant_default | merchant | 20 | 70.0% | 80.0% (n=120) |" in md
     assert "| llama3_worshipper_default | worshipper | 20 | 70.0% | 75.0% (n=?) |" in md
+    assert "| llama3_ascender_default | ascender | 20 | 70.0% | n/a (n=0, too few) |" in md
     assert f"marks fewer than {MIN_VALIDATION_PAIRS}, too few to read as the model's accuracy" in md
 
 

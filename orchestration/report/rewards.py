@@ -38,11 +38,12 @@ class RewardRun:
 
     @property
     def final_val_pairs(self) -> Optional[int]:
-        """The pair count of the row :attr:`final_val_acc` comes from (None when unknown)."""
-        rows = [i for i, v in enumerate(self.val_acc) if v == v]
-        if not rows or self.val_pairs is None:
+        """The pair count of the row :attr:`final_val_acc` comes from, or of the last row when no row has an
+        accuracy (no validation pair had a decided label: 0); None when unknown."""
+        if not self.val_pairs:
             return None
-        return self.val_pairs[rows[-1]]
+        rows = [i for i, v in enumerate(self.val_acc) if v == v]
+        return self.val_pairs[rows[-1] if rows else -1]
 
     @property
     def final_train_acc(self) -> float:

@@ -196,10 +196,8 @@ def evaluate(cfg: Any) -> dict:
     acting = _acting_policy(cfg, kind, envs[0], n_envs)
     policy, loaded, checkpoint, env_steps = acting.policy, acting.loaded, acting.checkpoint, acting.env_steps
     plan = evaluation_plan(protocol, n_envs, int(cfg.eval_episodes), int(cfg.eval_env_steps),
-                           int(cfg.eval_stats_avg), int(cfg.max_episode_steps))
-    saved = getattr(cfg, "eval_flags_from_saved", None) or {}
-    if saved:  # the run's own protocol, chosen by its training command (a pipeline preset's)
-        plan += "; as the run's config.json chose: " + " ".join(f"--{k} {v}" for k, v in saved.items())
+                           int(cfg.eval_stats_avg), int(cfg.max_episode_steps),
+                           saved=getattr(cfg, "eval_flags_from_saved", None) or {})
     logger.info("evaluating %s (env steps %s) on %s: %s", acting.description, env_steps, task, plan)
 
     llm_run = None
