@@ -225,6 +225,15 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
     return args
 
 
+def eval_protocol_args(cfg: PipelineConfig) -> list[str]:
+    """The preset's evaluation protocol as flags: a number of episodes (project) or an env-step budget (release), over
+    a number of games. Its evaluations pass them, and the small presets' training too, so that the run's saved
+    config.json holds them: ``scripts.main --evaluation True`` on its folder then evaluates as the preset did."""
+    size = (["--eval_episodes", str(cfg.eval_episodes)] if cfg.eval_protocol == "project"
+            else ["--eval_env_steps", str(cfg.eval_env_steps)])
+    return ["--eval_protocol", cfg.eval_protocol, *size, "--eval_num_envs", str(cfg.eval_num_envs)]
+
+
 def worker_split_args(cfg: PipelineConfig) -> list[str]:
     """``--worker_num_splits`` of a training run; none where the preset keeps sample-factory's default."""
     return ["--worker_num_splits", str(cfg.worker_num_splits)] if cfg.worker_num_splits else []

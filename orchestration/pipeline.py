@@ -48,6 +48,7 @@ from orchestration.phases import (
     PipelineError,
     annotator,
     display_path,
+    eval_protocol_args,
     skill_training_args,
 )
 
@@ -244,9 +245,11 @@ def _small_plan(cfg: PipelineConfig) -> list[Phase]:
     ))
     train_args = skill_training_args(cfg)
     exp_dir = Path(cfg.policy_train_dir) / cfg.experiment
+    # a small preset's own evaluation protocol goes into the run's config.json (the paper's is the default)
+    own_protocol = eval_protocol_args(cfg) if cfg.preset != "paper" else []
     out.append(Phase(
         "train/skills", "train", "scripts.main",
-        train_args + ["--train_for_env_steps", str(cfg.train_for_env_steps)],
+        train_args + ["--train_for_env_steps", str(cfg.train_for_env_steps)] + own_protocol,
         outputs=[str(exp_dir / "checkpoint_p0")],
     ))
     for task in cfg.eval_targets:
@@ -256,10 +259,8 @@ def _small_plan(cfg: PipelineConfig) -> list[Phase]:
             f"eval/{task}", "eval", "scripts.main",
             # the project protocol: a fixed number of episodes (the JSON still scores every episode by the
             # release's rules too); the release's: a step budget, the mean over the last finished episodes
-            train_args + ["--evaluation", "True", "--eval_target", task, "--eval_protocol", cfg.eval_protocol]
-            + (["--eval_episodes", str(cfg.eval_episodes)] if cfg.eval_protocol == "project"
-               else ["--eval_env_steps", str(cfg.eval_env_steps)])
-            + ["--eval_num_envs", str(cfg.eval_num_envs)] + (["--save_video", "True"] if video else []),
+            train_args + ["--evaluation", "True", "--eval_target", task] + eval_protocol_args(cfg)
+            + (["--save_video", "True"] if video else []),
             outputs=[str(stem.with_suffix(".json"))] + ([str(stem.with_suffix(".gif"))] if video else []),
         ))
     out += baseline_phases(cfg)

@@ -11,7 +11,8 @@ for ``episodes`` episodes with three policies:
   bound, not the method), held on the same games, in a column of its own.
 
 Each episode is scored with the skill's measures (:mod:`rl_baseline.tasks.skill_measures`);
-the report gives the mean and Student's t 95% confidence interval of each, and whether the
+the report gives the mean and 95% interval of each (:func:`common.estimates.mean_interval95`: a bootstrap
+percentile interval, which never goes below zero for these non-negative measures), and whether the
 trained policy beats the random one on the skill's main measure with non-overlapping
 intervals. Writes ``skill_report.md``, ``skill_report.json`` and ``skill_report.png`` into
 the policy folder.
@@ -26,6 +27,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from common.atomic_io import atomic_write_json, atomic_write_text
+from common.estimates import BOOTSTRAP_NOTE, interval_method, recorded_interval_method
 from common.nethack.game_clock import active_game_clock
 from common.vocabulary import SKILLS
 from rl_baseline.sf.cfg import resolve_experiment_cfg
@@ -93,7 +95,7 @@ def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
     columns = list(config.policies) + ([PROGRESS_COLUMN] if progress_dir is not None else [])
     report: dict[str, Any] = {"policy_dir": str(policy_dir), "episodes": int(config.episodes),
                               "seed": int(config.seed), "game_clock": active_game_clock(), "policies": columns,
-                              "skills": {}}
+                              "interval_method": interval_method(False), "skills": {}}
     if progress_dir is not None:
         report["progress_policy_dir"] = str(progress_dir)
     if getattr(base, "skill_reward", "llm") == "progress":  # the policy itself is the diagnostic: say so
@@ -152,8 +154,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     pols = report["policies"]
     lines = [
         f"Policy `{report['policy_dir']}` (checkpoint at {report.get('env_steps')} env steps); each skill held "
-        f"for {report['episodes']} episodes per policy; mean [95% CI] per episode. `untrained`: the same "
-        "network with initial weights; `random`: uniformly random actions. Main measure in **bold**."
+        f"for {report['episodes']} episodes per policy; mean [95% interval] per episode "
+        f"({recorded_interval_method(report)}). `untrained`: the same network with initial weights; `random`: uniformly random actions. Main measure in **bold**."
         + (f" Games of seed {report.get('seed', 0)}; NetHack's clock {report['game_clock']}."
            if report.get("game_clock") else "")
         + (f" `{PROGRESS_COLUMN}`: `{report['progress_policy_dir']}`, trained with `--skill_reward progress` (each "
@@ -179,7 +181,9 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines.append("Episodes of " + ", ".join(f"{s} start on level {d}" for s, d in starts.items())
                      + " (wizard-mode level teleport after reset; death stays final).")
     lines.append("`trained > random`: the trained policy's interval lies above the random policy's "
-                 "(non-overlapping 95% confidence intervals) on the main measure.")
+                 "(non-overlapping 95% intervals) on the main measure.")
+    if report.get("interval_method"):
+        lines.append(BOOTSTRAP_NOTE)
     return "\n".join(lines) + "\n"
 
 
@@ -233,7 +237,7 @@ def plot_skill_report(report: dict[str, Any], path: Path) -> None:
         ax.set_title(skill)
         ax.set_ylabel(m.replace("_", " "))
         ax.tick_params(axis="x", rotation=20)
-    title = f"skills held one at a time ({report['episodes']} episodes each, 95% CI)"
+    title = f"skills held one at a time ({report['episodes']} episodes each, 95% interval)"
     if report.get("trained_skill_reward") == "progress":
         title += "\ntrained: --skill_reward progress (a privileged diagnostic, not the method)"
     fig.suptitle(title)

@@ -27,6 +27,8 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
+from common.estimates import interval_method, mean_interval95
+from common.progress import PROGRESS_INTERVAL_S, ProgressLog, format_duration
 from rl_baseline.envs.seeding import evaluation_game_seed
 from rl_baseline.tasks.detectors import make_task_tracker
 from rl_baseline.tasks.release_protocol import PROTOCOLS, RELEASE_RULES, make_release_tracker, release_window
@@ -61,6 +63,39 @@ class RunResult:
     meta_policy_errors: int = 0
 
 
+#: env steps per second the start line's time estimate assumes: the learn preset's evaluations ran 300,000 env steps
+#: in about 3.5 min with 16 games on 2 CPU cores (two tasks at a time, one torch thread each); other machines and
+#: numbers of games differ, so the progress lines give the measured rate
+ASSUMED_EVAL_ENV_STEPS_PER_S = 1_400
+
+
+def evaluation_plan(protocol: str, num_envs: int, episodes: int, env_steps: int, stats_avg: int,
+                    max_episode_steps: Optional[int] = None, saved: Optional[dict] = None) -> str:
+    """What an evaluation will do, for its start line: the protocol, the games, the env-step budget (or the
+    episodes, with the env steps they can take at most), the time that takes at
+    :data:`ASSUMED_EVAL_ENV_STEPS_PER_S`, said to be assumed, and which of those flags the run's config.json
+    chose (``saved``, as ``rl_baseline.sf.cfg`` lists them)."""
+    if protocol == "release":
+        text = (f"release protocol, {num_envs} games, {env_steps:,} env steps in all (the mean over the last "
+                f"{stats_avg:,} finished episodes)")
+        budget, bound = env_steps, "about"
+    else:
+        budget = episodes * max_episode_steps if max_episode_steps else None
+        text = f"project protocol, {episodes} episodes over {num_envs} games"
+        if budget:
+            text += f" (at most {budget:,} env steps: {max_episode_steps:,} per episode)"
+        bound = "at most about"
+    if budget:
+        text += (f"; {bound} {format_duration(budget / ASSUMED_EVAL_ENV_STEPS_PER_S)} at an assumed "
+                 f"{ASSUMED_EVAL_ENV_STEPS_PER_S:,} env steps/s (measured with 16 games on 2 CPU cores; this run's "
+                 "own rate follows in its progress)")
+    unused = ("eval_episodes",) if protocol == "release" else ("eval_env_steps", "eval_stats_avg")
+    chosen = {k: v for k, v in (saved or {}).items() if k not in unused}
+    if chosen:
+        text += "; as the run's config.json chose: " + " ".join(f"--{k} {v}" for k, v in chosen.items())
+    return text
+
+
 def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
     if len(values) == 0:
         return math.nan, math.nan
@@ -93,6 +128,7 @@ def run_evaluation(
     skill_names: Sequence[str] = (),
     frame_fn: Optional[Callable[[Any], None]] = None,
     progress: bool = True,
+    progress_interval_s: float = PROGRESS_INTERVAL_S,
 ) -> RunResult:
     """Steps ``envs`` with ``policy`` (``act(obs_list) -> actions``, ``episode_ended(i)``; a policy with
     ``takes_active_mask = True`` gets ``act(obs_list, active)``, the games still running) under
@@ -101,7 +137,9 @@ def run_evaluation(
     follow every episode; the protocol's own decides when an episode ends. Episode ``k`` plays the
     game of seed ``seed * 100_003 + k`` (:mod:`rl_baseline.envs.seeding`).
 
-    ``frame_fn(env)`` is called after every step of the first episode of game 0 (video)."""
+    ``frame_fn(env)`` is called after every step of the first episode of game 0 (video). With ``progress``, a
+    bar on a terminal, else a logging line every ``progress_interval_s`` seconds
+    (:class:`common.progress.ProgressLog`)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
     n = len(envs)
@@ -127,6 +165,10 @@ def run_evaluation(
     recording = frame_fn is not None
     bar = tqdm(total=budget if budget is not None else target, desc=f"eval {task} ({protocol})",
                disable=None if progress else True)
+    # tqdm is silent without a terminal (a batch job, a pipeline's log file): lines every few seconds instead
+    log = ProgressLog(logger, f"eval {task} ({protocol})", budget if budget is not None else target,
+                      "env steps" if budget is not None else "episodes", enabled=progress,
+                      interval_s=progress_interval_s)
 
     def out_of_budget() -> bool:
         return budget is not None and steps_run >= budget
@@ -184,6 +226,7 @@ def run_evaluation(
             obs[i] = o
         if budget is not None:
             bar.update(steps_run - steps_before)
+        log.update(steps_run if budget is not None else len(results), len(results), env_steps=steps_run)
     bar.close()
     unfinished = int(np.count_nonzero(active & (lengths > 0))) if budget is not None else 0
     if target is not None:
@@ -204,6 +247,12 @@ def _aborted(info: dict) -> bool:
 # ----------------------------------------------------------------------------- summaries
 
 
+def _interval(values: Sequence[float], binary: bool) -> dict:
+    """The 95% interval of a section's mean: Wilson for 0/1 values, a bootstrap percentile interval for counts."""
+    _, lo, hi = mean_interval95(values, binary=binary)
+    return {"ci95": [lo, hi], "ci_method": interval_method(binary)}
+
+
 def _episode_dict(e: EpisodeResult, in_window: bool) -> dict:
     return {"success": bool(e.success), "count": e.count, "value": e.value, "length": e.length,
             "skill_share": e.skill_share, "ended_by": e.ended_by, "release": e.release,
@@ -220,6 +269,7 @@ def project_section(task: str, measure: str, episodes: Sequence[EpisodeResult]) 
         "episodes": len(episodes),
         "mean": mean,
         "stderr": stderr,
+        **_interval(per_episode, binary=measure == "success"),
         "success_rate": float(np.mean([e.success for e in episodes])) if episodes else math.nan,
         "mean_count": float(np.mean([e.count for e in episodes])) if episodes else math.nan,
     }
@@ -245,6 +295,7 @@ def release_section(task: str, episodes: Sequence[EpisodeResult], stats_avg: int
         "episodes": len(win.values),
         "mean": mean,
         "stderr": stderr,
+        **_interval(win.values, binary=rule.count_key is None),  # reached (0/1) or a count
         "reached_rate": win.reached_rate,
         "reached_episodes": len(win.reached),
     }
@@ -315,6 +366,8 @@ def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_name
         "episodes": head["episodes"],
         "mean": head["mean"],
         "stderr": head["stderr"],
+        "ci95": head.get("ci95", [math.nan, math.nan]),
+        "ci_method": head.get("ci_method"),
         "success_rate": success_rate,
         "mean_count": mean_count,
         "episode_lengths": lengths,

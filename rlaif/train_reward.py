@@ -27,7 +27,8 @@ Outputs, under ``{train_dir}/{experiment}``::
     checkpoint_p0/checkpoint_{iter:09d}.pth       torch dict (model, optimizer, reward_mean,
                                                   reward_var, tot_num_iter, model_config, ...)
     reward_metrics/train_norm_quantiles.csv       header: quantiles 0.05..0.95; one row per save
-    reward_metrics/metrics.csv                    epoch, iteration, train/val loss and accuracy
+    reward_metrics/metrics.csv                    epoch, iteration, train/val loss and accuracy, validation
+                                                  pairs (with a decided label)
     reward_metrics/curves.png                     loss and accuracy curves
 
 A run started again resumes from its latest checkpoint; a finished run is a no-op.
@@ -54,6 +55,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write
+from common.estimates import MIN_VALIDATION_PAIRS, pair_count
 from common.nethack.messages import decode_message
 from common.torch_files import plain_numbers
 from common.vocabulary import SKILL_INDEX, skill_from_experiment, skill_index
@@ -89,7 +91,9 @@ logger = logging.getLogger(__name__)
 QUANTILES: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 20))
 METRICS_CSV = "metrics.csv"
 CURVES_PNG = "curves.png"
-METRICS_HEADER = ("epoch", "iteration", "train_loss", "train_acc", "val_loss", "val_acc")
+#: ``val_pairs``: the validation pairs with a decided label ``val_acc`` rests on (a file written without the
+#: column is still read; its rows get an empty count when a run resumes)
+METRICS_HEADER = ("epoch", "iteration", "train_loss", "train_acc", "val_loss", "val_acc", "val_pairs")
 EVAL_BATCH_PAIRS = 4096
 PLOT_INTERVAL_S = 60.0  # the curves PNG is redrawn at a save at most this often, and always at the end
 
@@ -399,12 +403,15 @@ def plot_curves(metrics_csv: Path, out_png: Path) -> None:
     rows = _read_csv_rows(metrics_csv)
     if not rows:
         return
-    data = np.array([[float(v) for v in row] for row in rows], dtype=np.float64)
+    plotted = METRICS_HEADER.index("val_acc") + 1  # the counts after it are not curves
+    data = np.array([[float(v) for v in row[:plotted]] for row in rows], dtype=np.float64)
+    last = rows[-1][plotted] if len(rows[-1]) > plotted and rows[-1][plotted] else None
+    validation = f"validation ({pair_count(None if last is None else int(last))})"
     it = data[:, 1]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, cols, title in ((axes[0], (2, 4), "Bradley-Terry loss"), (axes[1], (3, 5), "accuracy (non-tie pairs)")):
         ax.plot(it, data[:, cols[0]], marker="o", label="train")
-        ax.plot(it, data[:, cols[1]], marker="s", label="validation")
+        ax.plot(it, data[:, cols[1]], marker="s", label=validation)
         ax.set_xlabel("iteration")
         ax.set_title(title)
         ax.grid(alpha=0.3)
@@ -654,6 +661,8 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
     if state is not None:
         metrics_rows = metrics_rows[: int(state.get("metrics_rows", len(metrics_rows)))]
         quantile_rows = quantile_rows[: int(state.get("quantile_rows", len(quantile_rows)))]
+        # rows of a file written before the val_pairs column: an empty (unknown) count
+        metrics_rows = [row + [""] * (len(METRICS_HEADER) - len(row)) for row in metrics_rows]
     else:
         metrics_rows, quantile_rows = [], []
 
@@ -674,6 +683,11 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
                 int(((labels[val_idx] == FIRST) | (labels[val_idx] == SECOND)).sum()), len(inputs.table),
                 len(uniq.message_ids), {"release": "diffstats", "motif": "nothing else"}.get(arch, "depth change"),
                 iters_per_epoch, device)
+    val_decided_pairs = int(((labels[val_idx] == FIRST) | (labels[val_idx] == SECOND)).sum())
+    if val_decided_pairs < MIN_VALIDATION_PAIRS:
+        logger.warning("only %d validation pairs with a decided label (fewer than %d): the validation accuracy "
+                       "will say little about the model; more pairs or a larger --val_fraction give a readable one",
+                       val_decided_pairs, MIN_VALIDATION_PAIRS)
     workers = _effective_workers(cfg.num_workers, iters_per_epoch)
     logger.info("data loading: %d prefetch thread(s) (asked for %d; capped by %d cores and %d batches per epoch)",
                 workers, cfg.num_workers, os.cpu_count() or 1, iters_per_epoch)
@@ -695,7 +709,7 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
         train_loss = seg["loss"] / seg["pairs"] if seg["pairs"] else float("nan")
         train_acc = seg["correct"] / seg["decided"] if seg["decided"] else float("nan")
         metrics_rows.append([f"{epoch_progress:.4f}", str(tot_done), _fmt(train_loss), _fmt(train_acc),
-                             _fmt(val_loss), _fmt(val_acc)])
+                             _fmt(val_loss), _fmt(val_acc), str(val_decided)])
         rewards = raw_rewards(model, table, uniq_ids, uniq_depth)
         mean, var, qvals = reward_statistics(rewards)
         quantile_rows.append([f"{v:.6f}" for v in qvals])

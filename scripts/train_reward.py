@@ -32,6 +32,7 @@ import logging
 import sys
 
 from common.cli import ScriptParser
+from common.estimates import MIN_VALIDATION_PAIRS, too_few_pairs
 from common.flag_checks import output_folder
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import SKILLS
@@ -204,8 +205,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{cfg.experiment}: already trained ({result['num_iters']} iterations), nothing to do; "
               f"checkpoint {result['checkpoint']}")
     else:
+        pairs = int(result.get("val_pairs", 0))
+        flag = (f" (fewer than {MIN_VALIDATION_PAIRS}: too few to read as the model's accuracy)"
+                if too_few_pairs(pairs) else "")
         print(f"{cfg.experiment}: {result['num_iters']} iterations, train acc {result.get('train_acc', float('nan')):.3f}, "
-              f"val acc {result.get('val_acc', float('nan')):.3f} on {result.get('val_pairs', 0)} non-tie pairs; "
+              f"val acc {result.get('val_acc', float('nan')):.3f} on {pairs} non-tie pairs{flag}; "
               f"checkpoint {result['checkpoint']}")
     return result
 

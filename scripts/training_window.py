@@ -3,11 +3,13 @@
     python -m scripts.training_window --policy_dir train_dir/pipeline_learn/skill_policy/learn --window 500000 \
         --tags measures/discoverer/cells_per_1000_steps,intrinsic/descender_return,messages/empty_share
 
-For each tag, prints the mean of the summaries written in the first ``--window`` env steps and in the last
-``--window`` env steps of the run (each summary is already sample-factory's mean over recent episodes), and
-how many summaries each mean covers: the figures docs/results.md quotes "over training". A run shorter than four
-windows uses a quarter of its length instead, with a note, so the two windows never overlap (as
-``scripts.report``). Without ``--tags``: those of :data:`DEFAULT_TAGS` that the run has, with a note naming
+For each tag, prints the mean of the summaries written in its first ``--window`` env steps (from its own first
+summary) and in the last ``--window`` env steps of the run (each summary is already sample-factory's mean over
+recent episodes), and how many summaries each mean covers: the figures docs/results.md quotes "over training". A
+run shorter than four windows uses a quarter of its length instead, with a note (as ``scripts.report``). A tag
+first logged after the run's first window says where it starts ("first logged at 32,768 env steps"), and a tag
+logged over less than two windows, whose windows share summaries, says that they overlap instead of giving a
+first mean to compare. Without ``--tags``: those of :data:`DEFAULT_TAGS` that the run has, with a note naming
 the others (a skill that never ran, as the descender in a smoke or ci run, logs none of its statistics). Exit
 status 2 when the folder has no tensorboard files, when a tag given with ``--tags`` is not in them (the error
 lists the tags that are), or when none of the defaults is.
@@ -58,10 +60,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from orchestration.report.plots import plot_tag_curves  # lazy: pulls in NLE; --help stays light
     from orchestration.report.training import (  # lazy: pulls in NLE; --help stays light
         TB_PREFIXES,
+        WINDOW_NOTE,
         TrainingRun,
         fitted_window,
         read_tensorboard_scalars,
-        window_means,
+        run_extent,
+        tag_windows,
     )
 
     if args.window < 1:
@@ -94,28 +98,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      f"{', '.join(have)})")
     if missing:
         print(f"note: not in this run, left out: {', '.join(missing)} (a skill that never ran logs none)")
-    for folder, series, _ in runs:
-        logged = [series(tag) for tag in tags if series(tag)[0]]
-        if not logged:
+    for folder, series, scalars in runs:
+        # the run's extent over all its tags, not only those shown, so that a tag shown alone is still said to
+        # start late
+        extent = run_extent(series(tag) for tag in scalars)
+        if extent is None or not any(series(tag)[0] for tag in tags):
             print(f"\nRun `{folder}`: none of these tags")
             continue
-        first = min(s[0][0] for s in logged)
-        last = max(s[0][-1] for s in logged)
+        first, last = extent
         used = fitted_window(args.window, last - first)
         upto = f" (read up to --until {args.until:,})" if args.until is not None else ""
         print(f"\nRun `{folder}`, {last:,} env steps{upto}; means of the summaries in the first and last "
-              f"{used:,} env steps (summaries counted in brackets).")
+              f"{used:,} env steps of each tag (summaries counted in brackets).")
         if used < args.window:
             print(f"note: the run spans {last - first:,} env steps, fewer than four --window {args.window:,}: the "
                   f"first and last windows would overlap (and give the same means), so each is a quarter of the "
                   f"run, {used:,} env steps, as in scripts.report")
         print("\n| tag | first | last |\n|---|---|---|")
+        windows = {}
         for tag in tags:
             if not series(tag)[0]:
                 print(f"| {tag} | not logged | not logged |")
                 continue
-            a, na, b, nb = window_means(series(tag), used)
-            print(f"| {tag} | {a:.4g} ({na}) | {b:.4g} ({nb}) |")
+            windows[tag] = w = tag_windows(series(tag), used, run_start=first)
+            print(f"| {tag} | {w.first_cell()} | {w.last_cell()} |")
+        if any(w.late or w.shared for w in windows.values()):
+            print(f"\nnote: {WINDOW_NOTE}")
     if args.plot:
         plot_tag_curves([(folder, series) for folder, series, _ in runs], tags, Path(args.plot))
         print(f"\nplot: {args.plot}")

@@ -606,3 +606,102 @@ def test_live_shop_messages_count_sales_and_price_ids(recorded):  # noqa: F811
     # the ring's offer (50 for a base price of 100) directly preceded the sale; the light scroll's
     # identifying offer was declined
     assert price.count == 1 and price.counts["num_sell"] == 2
+
+
+def test_the_summary_gives_a_wilson_interval_for_success_and_a_bootstrap_one_for_counts():
+    """Both stay in range on few episodes: a success rate within [0, 1], a count never below zero."""
+    from common.estimates import BOOTSTRAP_METHOD, WILSON_METHOD, wilson_interval
+    from rl_baseline.evaluation import EpisodeResult
+
+    wins = [EpisodeResult(success=i == 0, count=0.0, value=0.0, length=10) for i in range(6)]
+    s = summarize("gnomish", "success", wins, (), protocol="project")
+    assert s["ci95"] == list(wilson_interval(1, 6)) and s["ci_method"] == WILSON_METHOD
+    assert 0.0 <= s["ci95"][0] < s["mean"] < s["ci95"][1] <= 1.0
+    counts = [EpisodeResult(success=False, count=c, value=0.0, length=10) for c in (0.0, 0.0, 9.0)]
+    s = summarize("buc", "count", counts, (), protocol="project")
+    assert s["ci_method"] == BOOTSTRAP_METHOD and 0.0 <= s["ci95"][0] < s["mean"] < s["ci95"][1] <= 9.0
+    assert s["project"]["ci95"] == s["ci95"]
+
+
+def test_progress_lines_are_logged_when_no_terminal_shows_a_bar(monkeypatch, caplog):
+    """tqdm's bar is silent without a terminal (a batch job, a pipeline log): a logging line says how far the
+    evaluation is, with episodes finished, the measured rate and the time left."""
+    import io
+    import logging
+    import sys
+
+    from common.progress import PROGRESS_INTERVAL_S
+
+    assert 10 <= PROGRESS_INTERVAL_S <= 30
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # output redirected to a file: no terminal
+    with caplog.at_level(logging.INFO, logger="rl_baseline.evaluation"):
+        run_evaluation([FakeEnv([3])], FakePolicy(), "gnomish", protocol="release", env_steps=12,
+                       progress_interval_s=0.0)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("eval gnomish (release): ")]
+    assert lines and lines[-1].startswith("eval gnomish (release): 12 of 12 env steps (100%), 4 episodes finished, ")
+    assert re.search(r"[\d,]+ env steps/s, about 0 s left$", lines[-1]), lines[-1]
+    assert lines[0].startswith("eval gnomish (release): 1 of 12 env steps (8%), 0 episodes finished")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="rl_baseline.evaluation"):
+        run_evaluation([FakeEnv([3])], FakePolicy(), "gnomish", protocol="project", episodes=2, progress_interval_s=0.0)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("eval gnomish (project): ")]
+    assert lines[-1].startswith("eval gnomish (project): 2 of 2 episodes (100%), ") and "env steps/s" in lines[-1]
+    caplog.clear()
+    # at the default interval a run of a few milliseconds says nothing; without progress, never
+    with caplog.at_level(logging.INFO, logger="rl_baseline.evaluation"):
+        run_evaluation([FakeEnv([3])], FakePolicy(), "gnomish", protocol="release", env_steps=12)
+        run_evaluation([FakeEnv([3])], FakePolicy(), "gnomish", protocol="release", env_steps=12, progress=False,
+                       progress_interval_s=0.0)
+    assert not [r for r in caplog.records if r.getMessage().startswith("eval gnomish")]
+
+
+def test_the_start_line_gives_protocol_games_budget_and_an_assumed_time():
+    from rl_baseline.evaluation import ASSUMED_EVAL_ENV_STEPS_PER_S, evaluation_plan
+
+    release = evaluation_plan("release", RELEASE_NUM_ENVS, 100, RELEASE_ENV_STEPS, RELEASE_STATS_AVG, 10_000)
+    minutes = round(RELEASE_ENV_STEPS / ASSUMED_EVAL_ENV_STEPS_PER_S / 60)
+    assert release.startswith("release protocol, 480 games, 3,000,000 env steps in all (the mean over the last "
+                              f"1,000 finished episodes); about {minutes} min at an assumed "
+                              f"{ASSUMED_EVAL_ENV_STEPS_PER_S:,} env steps/s (measured")
+    project = evaluation_plan("project", 2, 6, RELEASE_ENV_STEPS, RELEASE_STATS_AVG, 500)
+    assert project.startswith("project protocol, 6 episodes over 2 games (at most 3,000 env steps: 500 per "
+                              "episode); at most about 2 s at an assumed")
+    # the flags the run's config.json chose are named, those this protocol does not read left out
+    saved = {"eval_protocol": "project", "eval_episodes": 6, "eval_num_envs": 2}
+    assert evaluation_plan("project", 2, 6, 10, 10, 500, saved=saved).endswith(
+        "; as the run's config.json chose: --eval_protocol project --eval_episodes 6 --eval_num_envs 2")
+    assert evaluation_plan("release", 2, 6, 10, 10, 500, saved={"eval_episodes": 6}).endswith(
+        "this run's own rate follows in its progress)")
+
+
+def test_a_small_presets_run_evaluates_with_the_protocol_its_pipeline_used(tmp_path):
+    """The smoke run's config.json held the release's protocol (480 games, 3M env steps, about half an hour):
+    `scripts.main --evaluation True --eval_target gnomish` on its folder now evaluates as the smoke preset did."""
+    from orchestration.pipeline import build_plan, make_config
+    from rl_baseline.sf.cfg import parse_cfg, resolve_experiment_cfg
+
+    def save(name: str, argv: list[str]) -> None:
+        cfg = vars(parse_cfg(argv + ["--train_dir", str(tmp_path), "--experiment", name]))
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(cfg, default=str))
+
+    smoke = make_config("smoke", out_dir=str(tmp_path / "smoke_out"))
+    save("smoke", next(p for p in build_plan(smoke) if p.name == "train/skills").args)
+    evaluated = resolve_experiment_cfg(tmp_path / "smoke", ["--eval_target", "gnomish"], files=False)
+    assert (evaluated.eval_protocol, evaluated.eval_episodes, evaluated.eval_num_envs) == (
+        "project", smoke.eval_episodes, smoke.eval_num_envs) == ("project", 6, 2)
+    assert evaluated.eval_flags_from_saved == {"eval_protocol": "project", "eval_episodes": 6, "eval_num_envs": 2}
+    # the evaluating command still wins, flag by flag
+    given = resolve_experiment_cfg(tmp_path / "smoke", ["--eval_target", "gnomish", "--eval_num_envs", "4"],
+                                   files=False)
+    assert (given.eval_protocol, given.eval_episodes, given.eval_num_envs) == ("project", 6, 4)
+    # the learn preset's own budget; a run trained without a protocol keeps the release's defaults
+    learn = make_config("learn", out_dir=str(tmp_path / "learn_out"))
+    save("learn", next(p for p in build_plan(learn) if p.name == "train/skills").args)
+    evaluated = resolve_experiment_cfg(tmp_path / "learn", ["--eval_target", "gnomish"], files=False)
+    assert (evaluated.eval_protocol, evaluated.eval_env_steps, evaluated.eval_num_envs) == ("release", 300_000, 16)
+    save("plain", ["--max_episode_steps", "500"])
+    evaluated = resolve_experiment_cfg(tmp_path / "plain", ["--eval_target", "gnomish"], files=False)
+    assert (evaluated.eval_protocol, evaluated.eval_env_steps, evaluated.eval_num_envs) == (
+        "release", RELEASE_ENV_STEPS, RELEASE_NUM_ENVS)
+    assert evaluated.eval_flags_from_saved == {}

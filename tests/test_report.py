@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from common.estimates import MIN_VALIDATION_PAIRS
 from common.vocabulary import EVAL_TASKS, SKILLS, TASK_MEASURE
 from orchestration.paper_results import PAPER_RESULTS, format_value
 from orchestration.report import (
@@ -34,17 +35,34 @@ def write_eval(root: Path, experiment: str, task: str, successes: list[bool], co
     return stem.with_suffix(".json")
 
 
-def write_reward_metrics(root: Path, skill: str, val_accs: list[float]) -> Path:
+def write_reward_metrics(root: Path, skill: str, val_accs: list[float], val_pairs: int | None = 120) -> Path:
+    """A reward run's metrics.csv; ``val_pairs=None`` writes it without the column (a file of an earlier run)."""
     path = root / f"llama3_{skill}_default" / "reward_metrics" / "metrics.csv"
     path.parent.mkdir(parents=True)
+    header = [k for k in METRICS_HEADER if val_pairs is not None or k != "val_pairs"]
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(METRICS_HEADER)
+        w.writerow(header)
         for i, acc in enumerate(val_accs):
             row = {"epoch": i + 1, "iteration": 10 * (i + 1), "train_loss": 0.6, "train_acc": 0.7,
-                   "val_loss": 0.65, "val_acc": acc}
-            w.writerow([row[k] for k in METRICS_HEADER])
+                   "val_loss": 0.65, "val_acc": acc, "val_pairs": val_pairs}
+            w.writerow([row[k] for k in header])
     return path
+
+
+def test_reward_table_gives_each_accuracy_its_pair_count_and_flags_too_few(tmp_path):
+    """A validation accuracy of 100% on 2 pairs read as a finished reward model: the count and a flag say what
+    it rests on; an earlier file without the count is still read, its count unknown."""
+    write_reward_metrics(tmp_path, "descender", [0.5, 1.0], val_pairs=2)
+    write_reward_metrics(tmp_path, "merchant", [0.5, 0.8], val_pairs=120)
+    write_reward_metrics(tmp_path, "worshipper", [0.5, 0.75], val_pairs=None)
+    write_reward_metrics(tmp_path, "ascender", [float("nan")] * 2, val_pairs=0)  # no decided validation pair
+    md = build_report([tmp_path], None, plots=False).markdown
+    assert "| llama3_descender_default | descender | 20 | 70.0% | 100.0% (n=2, too few) |" in md
+    assert "| llama3_merchant_default | merchant | 20 | 70.0% | 80.0% (n=120) |" in md
+    assert "| llama3_worshipper_default | worshipper | 20 | 70.0% | 75.0% (n=?) |" in md
+    assert "| llama3_ascender_default | ascender | 20 | 70.0% | n/a (n=0, too few) |" in md
+    assert f"marks fewer than {MIN_VALIDATION_PAIRS}, too few to read as the model's accuracy" in md
 
 
 def write_tensorboard(exp_dir: Path) -> None:
@@ -78,9 +96,9 @@ def test_results_table_from_evaluation_files(tmp_path):
     assert g.mean == pytest.approx(0.75) and g.episodes == 4 and g.experiment == "e1" and g.code_seed == 42
     table = results_table(results)
     lines = table.splitlines()
-    assert lines[0].startswith("| task | measure | value +- s.e. | episodes | meta-policy errors | MaestroMotif")
-    assert "| gnomish | success | 75.0% +- 25.0 | 4 |  | 46.0% +- 1.7 |" in lines
-    assert "| transactions | count | 1.50 +- 0.50 | 2 |  | 0.66 +- 0.01 |" in lines
+    assert lines[0].startswith("| task | measure | value +- s.e. | 95% interval | episodes | meta-policy errors | MaestroMotif")
+    assert "| gnomish | success | 75.0% +- 25.0 | [30.1%, 95.4%] | 4 |  | 46.0% +- 1.7 |" in lines
+    assert "| transactions | count | 1.50 +- 0.50 | [1.00, 2.00] | 2 |  | 0.66 +- 0.01 |" in lines
     assert "NOT comparable" in table
     assert "MaestroMotif" not in results_table(results, paper=False)
 
@@ -273,9 +291,9 @@ def test_report_cli_writes_markdown_and_plots(tmp_path, capsys):
     assert report_cli.main(["--train_dir", str(root), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     md = (out / "results.md").read_text()
-    assert "| gnomish | success | 50.0% +- 50.0 | 2 |  | 46.0% +- 1.7 |" in md
-    assert "| buc | count | 2.00 +- 1.00 | 2 |  | 1.60 +- 0.01 |" in md
-    assert "| llama3_merchant_default | merchant | 20 | 70.0% | 80.0% |" in md
+    assert "| gnomish | success | 50.0% +- 50.0 | [9.5%, 90.5%] | 2 |  | 46.0% +- 1.7 |" in md
+    assert "| buc | count | 2.00 +- 1.00 | [1.00, 3.00] | 2 |  | 1.60 +- 0.01 |" in md
+    assert "| llama3_merchant_default | merchant | 20 | 70.0% | 80.0% (n=120) |" in md
     assert "| smoke | discoverer | 50.0% | 0.0500 |" in md
     for name in ("success.png", "skill_training.png", "reward_accuracy.png"):
         assert (out / name).stat().st_size > 1000 and f"({name})" in md
@@ -299,4 +317,4 @@ def test_only_markdown_without_plots(tmp_path):
     write_eval(tmp_path / "p", "e", "price", [False], [2.0])
     report = build_report([tmp_path / "p"], tmp_path / "out", plots=False)
     assert [p.name for p in report.files] == ["results.md"]
-    assert "| price | count | 2.00 +- 0.00 | 1 |  | 0.47 +- 0.01 |" in report.markdown
+    assert "| price | count | 2.00 +- 0.00 | n/a | 1 |  | 0.47 +- 0.01 |" in report.markdown

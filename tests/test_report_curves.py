@@ -111,9 +111,9 @@ def test_meta_policy_errors_column_and_warning(tmp_path, caplog):
     results = {r.task: r for r in find_eval_results(tmp_path)}
     assert results["gnomish"].meta_policy_errors == 3 and results["minetown"].meta_policy_errors is None
     table = results_table(list(results.values()), paper=False)
-    assert "| gnomish | success | 50.0% +- 10.0 | 4 | 3 |" in table
-    assert "| delphi | success | 50.0% +- 10.0 | 4 | 0 |" in table
-    assert "| minetown | success | 50.0% +- 10.0 | 4 |  |" in table
+    assert "| gnomish | success | 50.0% +- 10.0 | n/a | 4 | 3 |" in table
+    assert "| delphi | success | 50.0% +- 10.0 | n/a | 4 | 0 |" in table
+    assert "| minetown | success | 50.0% +- 10.0 | n/a | 4 |  |" in table
     with caplog.at_level(logging.WARNING, logger="orchestration.report"):
         report = build_report([tmp_path], tmp_path / "report", plots=False)
     warning = [line for line in report.markdown.splitlines() if line.startswith("**Warning:**")]
@@ -219,6 +219,27 @@ def test_report_compares_the_first_and_last_window_of_each_run(tmp_path):
     assert "| short | 25,000 | descender: share of steps | 0 (3) | 0.4 (3) |" in section
     # skills never active are left out
     assert "merchant: share" not in section
+
+
+def test_report_says_where_a_tag_starts_late_and_shows_no_change_across_overlapping_windows(tmp_path):
+    """A skill first active at 32,768 env steps of a 40,960-step run: its two points lie in both windows; the
+    table says so and where it starts, instead of the same mean twice as if nothing changed."""
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "smoke" / ".summary" / "0"))
+    for step in range(0, 40_961, 4_096):
+        writer.add_scalar("len/len", 100.0, step)
+        writer.add_scalar("skills/discoverer_share", 1.0, step)
+    for step in (32_768, 40_960):
+        writer.add_scalar("skills/descender_share", 0.2, step)
+        writer.add_scalar("measures/descender/levels_descended_mean", 0.0, step)
+    writer.close()
+    md = build_report([tmp_path], tmp_path / "out", plots=False).markdown
+    section = md.split("### First and last window of training")[1].split("###")[0]
+    assert ("| smoke | 10,240 | descender: levels_descended | overlaps the last window (2 of its 2 points), first "
+            "logged at 32,768 env steps | 0 (2) |") in section
+    assert "| smoke | 10,240 | episode length | 100 (3) | 100 (3) |" in section
+    assert "first logged at\" names a tag that starts after the run's first window" in section
 
 
 def test_report_refuses_a_window_below_one(tmp_path, capsys):

@@ -382,5 +382,7 @@ def test_markdown_table_has_one_column_per_data_source():
         "offline": {"source": "metrics_csv", "agreement": 0.75},
     }
     table = markdown_table(summary)
-    assert "| agreement | 1.000 ± 0.000 | 0.750 (metrics.csv val_acc) |" in table
+    assert "| agreement | 1.000 ± 0.000 | 0.750 (metrics.csv val_acc, n=?) |" in table
+    summary["offline"]["val_pairs"] = 3  # the count a metrics.csv holds: 3 pairs are flagged as too few
+    assert "| agreement | 1.000 ± 0.000 | 0.750 (metrics.csv val_acc, n=3, too few) |" in markdown_table(summary)
     assert "ALL steps used" in table and "NOT an LLM" in table

@@ -349,13 +349,31 @@ def test_forced_skill_flags_are_checked():
 
 
 def test_confidence_intervals_and_the_verdict():
-    from orchestration.skill_report import beats
-    from rl_baseline.sf.skill_eval import mean_ci95
+    """A count over 3 held episodes (0, 0, 753 cells per 1000 steps): Student's t put its interval at [-829, 1331];
+    the interval of a non-negative measure stays within what was observed, and the report names its method."""
+    from orchestration.skill_report import beats, report_markdown
+    from rl_baseline.sf.skill_eval import SkillEpisode, SkillEvalResult, format_measure
 
-    mean, lo, hi = mean_ci95([1.0, 2.0, 3.0])
-    # mean 2, sample sd 1, t(0.975, 2) = 4.303: half width 4.303 / sqrt(3)
-    assert mean == 2.0 and hi - mean == pytest.approx(4.303 / 3 ** 0.5) and mean - lo == pytest.approx(hi - mean)
-    assert np.isnan(mean_ci95([5.0])[1]) and np.isnan(mean_ci95([])[0])
+    def episode(cells: float) -> SkillEpisode:
+        return SkillEpisode(measures={"cells_per_1000_steps": cells, "cells_revealed": cells, "new_levels": 0.0},
+                            length=500, ended_by="step_limit", start_depth=1, max_depth=1, intrinsic_return=0.0,
+                            nonzero_fraction=0.0)
+
+    result = SkillEvalResult("discoverer", "trained", [episode(0.0), episode(0.0), episode(753.0)])
+    stat = result.summary()["measures"]["cells_per_1000_steps"]
+    lo, hi = stat["ci95"]
+    assert stat["mean"] == 251.0 and 0.0 <= lo < 251.0 < hi <= 753.0
+    assert stat["ci_method"] == "bootstrap percentile (10,000 resamples, seed 0)"
+    assert result.summary()["measures"]["cells_per_1000_steps"]["ci95"] == [lo, hi]  # seeded: the same each time
+    assert format_measure(stat) == f"251 [{lo:.3g}, {hi:.3g}]" and "-" not in format_measure(stat)
+    one = SkillEvalResult("discoverer", "trained", [episode(5.0)]).summary()["measures"]["new_levels"]
+    assert np.isnan(one["ci95"][0]) and format_measure(one) == "0"
+    report = {"policy_dir": "p", "episodes": 3, "policies": ["trained"], "interval_method": stat["ci_method"],
+              "skills": {"discoverer": {"main_measure": "cells_per_1000_steps",
+                                        "policies": {"trained": result.summary()}}}}
+    md = report_markdown(report)
+    assert "mean [95% interval] per episode (bootstrap percentile (10,000 resamples, seed 0))" in md
+    assert "never below zero" in md
     far = {"mean": 10.0, "ci95": [9.0, 11.0]}
     near = {"mean": 8.5, "ci95": [7.0, 9.5]}
     low = {"mean": 1.0, "ci95": [0.5, 1.5]}

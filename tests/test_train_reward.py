@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from common.estimates import MIN_VALIDATION_PAIRS
 from common.nethack.messages import encode_message
 from rlaif.dataset import ObservationDataset, save_dataset
 from rlaif.preferences import save_preferences
@@ -199,7 +200,8 @@ def test_checkpoint_layout_and_csv_formats(descender_run) -> None:
 
     with (run / "reward_metrics" / "metrics.csv").open() as fh:
         metrics = list(csv.reader(fh))
-    assert metrics[0] == ["epoch", "iteration", "train_loss", "train_acc", "val_loss", "val_acc"]
+    assert metrics[0] == ["epoch", "iteration", "train_loss", "train_acc", "val_loss", "val_acc", "val_pairs"]
+    assert int(metrics[-1][6]) == result["val_pairs"] > 0
     assert [int(r[1]) for r in metrics[1:]] == [iters_per_epoch * e for e in range(1, 7)]
     assert [float(r[0]) for r in metrics[1:]] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert float(metrics[-1][2]) < float(metrics[1][2]) + 0.2
@@ -281,6 +283,34 @@ def test_resume_in_the_middle_of_an_epoch_after_a_crash(tmp_path: Path) -> None:
     assert iterations == sorted(set(iterations)) and iterations[-1] == done["num_iters"]
     with (run / "reward_metrics" / "train_norm_quantiles.csv").open() as fh:
         assert len(list(csv.reader(fh))) == 1 + len(iterations)
+
+
+def test_too_few_validation_pairs_are_counted_and_flagged_and_old_metrics_files_resume(tmp_path: Path, capsys,
+                                                                                         caplog) -> None:
+    """A validation accuracy on a handful of pairs is said to be one: the count goes into metrics.csv and the final
+    line, flagged below the minimum; a metrics.csv written without the count column resumes, its rows unknown."""
+    from orchestration.report import load_reward_metrics
+    from scripts.train_reward import main
+
+    write_inputs(tmp_path, pairs=120, seed=4)
+    with caplog.at_level(logging.WARNING, logger="rlaif.train_reward"):
+        result = main(_script_args(tmp_path, "--val_fraction", "0.1"))
+    pairs = result["val_pairs"]
+    assert 0 < pairs < MIN_VALIDATION_PAIRS
+    assert f"on {pairs} non-tie pairs (fewer than {MIN_VALIDATION_PAIRS}: too few to read as the model's " \
+           "accuracy)" in capsys.readouterr().out
+    assert f"only {pairs} validation pairs with a decided label" in caplog.text
+    metrics = tmp_path / "skill_rewards" / EXPERIMENT / "reward_metrics" / "metrics.csv"
+    assert load_reward_metrics(metrics).final_val_pairs == pairs
+    # the file of an earlier version: no val_pairs column; a resumed run keeps its rows with an empty count
+    rows = list(csv.reader(metrics.open()))
+    with metrics.open("w", newline="") as fh:
+        csv.writer(fh).writerows([r[:6] for r in rows])
+    assert load_reward_metrics(metrics).final_val_pairs is None
+    main(_script_args(tmp_path, "--val_fraction", "0.1", "--num_epochs", "2"))
+    rows = list(csv.reader(metrics.open()))
+    assert rows[0][-1] == "val_pairs" and [r[6] for r in rows[1:]] == ["", str(pairs)]
+    assert load_reward_metrics(metrics).final_val_pairs == pairs
 
 
 # ------------------------------------------------------------------ the script and bad input

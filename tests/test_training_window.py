@@ -133,3 +133,60 @@ def test_until_reads_runs_of_different_lengths_at_one_budget(tmp_path, capsys):
     assert "| len/len | 100 (3) | 700 (3) |" in out  # the last window ends at 800k, not at 1M (900)
     assert main(["--policy_dir", str(tmp_path / "run"), "--until", "0"]) == 2
     assert "--until must be at least 1" in capsys.readouterr().err
+
+
+def _late_descender_run(folder) -> None:
+    """A smoke-sized run whose descender first ran at 32,768 env steps: its measure has two summaries, both late."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder))
+    for step in range(0, 40_961, 4_096):
+        writer.add_scalar("len/len", 100 + step / 400, step)
+        writer.add_scalar("intrinsic/discoverer_return", step / 40_960, step)
+    for step, value in ((32_768, 0.0), (40_960, 0.0)):
+        writer.add_scalar("measures/descender/levels_descended_mean", value, step)
+    writer.close()
+
+
+def test_a_tag_that_starts_late_says_so_and_its_overlapping_windows_show_no_change(tmp_path, capsys):
+    """A tag logged only in the run's last window has one set of points: its first window is not an earlier
+    measurement, so no first mean is shown beside the last one, and where it starts is said."""
+    _late_descender_run(tmp_path / "run")
+    assert main(["--policy_dir", str(tmp_path / "run"),
+                 "--tags", "intrinsic/discoverer_return,measures/descender/levels_descended"]) == 0
+    out = capsys.readouterr().out
+    assert ("| measures/descender/levels_descended | overlaps the last window (2 of its 2 points), first logged at "
+            "32,768 env steps | 0 (2) |") in out
+    assert "| intrinsic/discoverer_return | 0.1 (3) | 0.9 (3) |" in out  # a tag logged from the start: unchanged
+    assert "note: Each tag's first window starts at its own first record" in out
+    # shown alone, the late tag is still measured against the whole run, not against its own span
+    assert main(["--policy_dir", str(tmp_path / "run"), "--tags", "measures/descender/levels_descended"]) == 0
+    assert "overlaps the last window (2 of its 2 points), first logged at 32,768" in capsys.readouterr().out
+
+
+def test_a_late_tag_with_separate_windows_gives_both_means_and_its_start(tmp_path, capsys):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "run"))
+    for step in range(0, 1_000_001, 100_000):
+        writer.add_scalar("len/len", 1.0, step)
+        if step >= 500_000:
+            writer.add_scalar("intrinsic/descender_return", step / 1_000_000, step)
+    writer.close()
+    assert main(["--policy_dir", str(tmp_path / "run"), "--window", "200000",
+                 "--tags", "len/len,intrinsic/descender_return"]) == 0
+    out = capsys.readouterr().out
+    # its first window is its own first 200k env steps (500k to 700k), not the run's (where it has nothing)
+    assert "| intrinsic/descender_return | 0.6 (3), first logged at 500,000 env steps | 0.9 (3) |" in out
+    assert "| len/len | 1 (3) | 1 (3) |" in out
+
+
+def test_tag_windows_count_the_points_the_two_windows_share():
+    from orchestration.report import tag_windows
+
+    w = tag_windows(([0, 100, 200, 300], [1.0, 2.0, 3.0, 4.0]), 150, run_start=0)
+    assert (w.n_first, w.n_last, w.shared, w.late) == (2, 2, 0, False)
+    w = tag_windows(([0, 100, 200, 300, 400], [1.0, 2.0, 3.0, 4.0, 5.0]), 200, run_start=0)
+    assert w.shared == 1 and w.first_cell() == "overlaps the last window (1 of its 3 points)"
+    w = tag_windows(([900, 1000], [0.0, 1.0]), 150, run_start=0)
+    assert w.late and w.start == 900 and w.shared == 2

@@ -18,6 +18,7 @@ from .skill_section import SKILL_REPORT_HEADING, SKILL_REPORT_PNG, SkillReport, 
 from .training import (
     DEFAULT_WINDOW,
     FINAL_POINTS,
+    WINDOW_NOTE,
     TrainingRun,
     episode_stats_table,
     find_training_runs,
@@ -94,7 +95,7 @@ def build_report(roots: Sequence[str | Path], out_dir: Optional[str | Path] = No
         if windows:
             parts += ["### First and last window of training", "",
                       "Means of the logged points (each a mean over recent episodes) in the first and in the last "
-                      "window of each run:", "", windows, ""]
+                      "window of each run. " + WINDOW_NOTE, "", windows, ""]
         measures = measures_table(training_runs)
         if measures:
             parts += ["### Skill measures during training", "",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from common.estimates import INTERVAL_NOTE
 from common.file_errors import load_json
 from common.vocabulary import EVAL_TASKS, TASK_MEASURE
 from orchestration.baseline_cost import annotation_model, stand_in_annotated
@@ -60,6 +61,8 @@ class EvalResult:
     method: str = MAESTROMOTIF
     label: str = ""
     variant: str = ""  # one of several runs of a method (an annotator size, ...); empty for one run
+    #: the headline's 95% interval (None: a file that records none)
+    ci95: Optional[tuple[float, float]] = None
 
     @property
     def column(self) -> tuple[str, str]:
@@ -97,7 +100,23 @@ def load_eval_result(path: str | Path) -> EvalResult:
         meta_policy_errors=int(errors) if isinstance(errors, (int, float)) and errors == errors else None,
         method=str(data.get("method") or MAESTROMOTIF),
         label=str(data.get("label") or ""),
+        ci95=_pair(data.get("ci95")),
     )
+
+
+def _pair(value: object) -> Optional[tuple[float, float]]:
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return _float(value[0]), _float(value[1])
+    return None
+
+
+def format_interval(measure: str, ci: Optional[tuple[float, float]]) -> str:
+    """``[20.1%, 79.9%]`` for a success rate, ``[1.00, 3.00]`` for a count; ``n/a`` when there is none."""
+    if ci is None or ci[0] != ci[0] or ci[1] != ci[1]:
+        return "n/a"
+    if measure == "success":
+        return f"[{100.0 * ci[0]:.1f}%, {100.0 * ci[1]:.1f}%]"
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
 def _task_order(task: str) -> int:
@@ -256,28 +275,30 @@ def columns_of(results: Sequence[EvalResult]) -> dict[tuple[str, str], list[Eval
 
 
 def results_table(results: Sequence[EvalResult], paper: bool = True) -> str:
-    """Markdown table: task, measure, value +- s.e., episodes, meta-policy errors (blank for files
-    written before they were counted) and the paper's column. With more than one column of results
-    (experiments, baselines): one row per task, one column per method, the paper's MaestroMotif and best
-    baseline next to them, and a legend giving each column's scale (:func:`wide_results_table`)."""
+    """Markdown table: task, measure, value +- s.e., its 95% interval (the note names the methods), episodes,
+    meta-policy errors (blank for files written before they were counted) and the paper's column. With more
+    than one column of results (experiments, baselines): one row per task, one column per method, the paper's
+    MaestroMotif and best baseline next to them, and a legend giving each column's scale
+    (:func:`wide_results_table`)."""
     if len(columns_of(results)) > 1:
         return wide_results_table(results, paper)
     multi = len({r.experiment for r in results}) > 1
-    head = ["task", "measure", "value +- s.e.", "episodes", "meta-policy errors"]
+    head = ["task", "measure", "value +- s.e.", "95% interval", "episodes", "meta-policy errors"]
     if multi:
         head.insert(0, "experiment")
     if paper:
         head.append("MaestroMotif (paper, not comparable)")
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in results:
-        row = [r.task, r.measure, format_value(r.measure, r.mean, r.stderr), str(r.episodes),
-               "" if r.meta_policy_errors is None else str(r.meta_policy_errors)]
+        row = [r.task, r.measure, format_value(r.measure, r.mean, r.stderr), format_interval(r.measure, r.ci95),
+               str(r.episodes), "" if r.meta_policy_errors is None else str(r.meta_policy_errors)]
         if multi:
             row.insert(0, r.experiment)
         if paper:
             ref = PAPER_RESULTS.get(r.task)
             row.append(ref.formatted() if ref else "n/a")
         lines.append("| " + " | ".join(row) + " |")
+    lines += ["", INTERVAL_NOTE + " n/a: no interval (a single episode, or a file that records none)."]
     if paper:
         lines += ["", f"Note: {NOT_COMPARABLE_NOTE}"]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
+from common.estimates import pair_count
 from common.vocabulary import SKILLS
 from orchestration.paper_results import PAPER_RESULTS
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE
@@ -209,11 +210,13 @@ CURVE_PLOTS: tuple[tuple[str, str, Callable[[Sequence[TrainingRun], Path], bool]
 
 
 def plot_reward_accuracy(runs: Sequence[RewardRun], path: Path) -> None:
-    """Validation accuracy of each reward model over iterations."""
+    """Validation accuracy of each reward model over iterations, each labelled with its pair count
+    (:func:`common.estimates.pair_count`: flagged below the minimum)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for run in runs:
-        ax.plot(run.iterations, run.val_acc, marker="o", label=run.skill or run.experiment)
+        ax.plot(run.iterations, run.val_acc, marker="o",
+                label=f"{run.skill or run.experiment} ({pair_count(run.final_val_pairs)})")
     ax.axhline(0.5, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("iteration")
     ax.set_ylabel("validation accuracy (non-tie pairs)")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from common.estimates import recorded_interval_method
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE
 
 from .shared import _float, _num, find_inputs, skip
@@ -91,7 +92,7 @@ def _ci_cell(entry: object) -> str:
 
 
 def skill_report_json_table(data: dict) -> Optional[str]:
-    """The main measure of each skill per policy (mean [95% CI]) from ``skill_report.json``."""
+    """The main measure of each skill per policy (mean [95% interval]) from ``skill_report.json``."""
     skills = data.get("skills") if isinstance(data, dict) else None
     if not isinstance(skills, dict) or not skills:
         return None
@@ -130,8 +131,8 @@ def skill_report_section(report: SkillReport) -> list[str]:
     table = skill_report_json_table(data) if data is not None else None
     if table:
         if isinstance(episodes, (int, float)):
-            parts += [f"{int(episodes)} episodes per skill and policy; main measure, mean [95% CI] per "
-                      f"episode (from `{report.json}`).", ""]
+            parts += [f"{int(episodes)} episodes per skill and policy; main measure, mean [95% interval: "
+                      f"{recorded_interval_method(data)}] per episode (from `{report.json}`).", ""]
         parts += [table, ""]
     else:
         parts += [f"(no table in {report.md or report.json})", ""]

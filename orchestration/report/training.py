@@ -1,8 +1,9 @@
 """Skill training: the episode statistics of each run read from its tensorboard event files or
 ``skill_stats.json`` (:class:`TrainingRun`, :func:`find_training_runs`), the final value of a
-curve (:func:`final_value`), the means over a run's first and last env steps (:func:`window_means`)
-and the training tables (per skill, episode statistics, skill measures, first against last window)
-with the warning naming runs whose meta-policy raised during training."""
+curve (:func:`final_value`), the means over a tag's first and last env steps (:func:`tag_windows`: the one
+home of that windowing, ``scripts.training_window`` uses it too) and the training tables (per skill, episode
+statistics, skill measures, first against last window) with the warning naming runs whose meta-policy raised
+during training."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 from common.vocabulary import SKILLS
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
@@ -93,13 +94,73 @@ def final_value(values: Sequence[float], points: int = FINAL_POINTS) -> float:
 def window_means(series: tuple[list[int], list[float]], window: int) -> tuple[float, int, float, int]:
     """Mean and count of the finite values logged in the first and in the last ``window`` env steps of
     ``series`` (each value is already a mean over recent episodes); NaN and 0 where a window is empty."""
+    w = tag_windows(series, window)
+    return w.first, w.n_first, w.last, w.n_last
+
+
+@dataclass(frozen=True)
+class TagWindows:
+    """One tag's first and last window: the first from the tag's own first record on, the last ending at its
+    last record; where they share records (a tag logged over less than two windows) they are not two
+    measurements, and :meth:`first_cell` says so instead of giving a second mean."""
+
+    first: float
+    n_first: int
+    last: float
+    n_last: int
+    #: env step of the tag's first record (None: never logged)
+    start: Optional[int] = None
+    #: records in both windows
+    shared: int = 0
+    #: the tag's first record lies after the run's first window (a skill that started late)
+    late: bool = False
+
+    def first_cell(self) -> str:
+        """``mean (points)``; where the windows share records, that they overlap; for a late tag, where it
+        starts."""
+        if self.n_first == 0:
+            text = "n/a (0)"
+        elif self.shared:
+            text = f"overlaps the last window ({self.shared} of its {self.n_last} points)"
+        else:
+            text = f"{_num(self.first)} ({self.n_first})"
+        if self.late:
+            text += f", first logged at {self.start:,} env steps"
+        return text
+
+    def last_cell(self) -> str:
+        return f"{_num(self.last)} ({self.n_last})"
+
+
+def tag_windows(series: tuple[list[int], list[float]], window: int,
+                run_start: Optional[int] = None) -> TagWindows:
+    """The means of the finite values of ``series`` in its first ``window`` env steps (from its own first
+    record) and its last ``window`` env steps, the records the two share, and whether the tag starts after
+    the first ``window`` env steps of a run whose first record is at ``run_start``."""
     steps, values = series
     if not steps:
-        return math.nan, 0, math.nan, 0
-    first = [v for s, v in zip(steps, values) if s <= steps[0] + window and v == v]
-    end = [v for s, v in zip(steps, values) if s >= steps[-1] - window and v == v]
-    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
-    return mean(first), len(first), mean(end), len(end)
+        return TagWindows(math.nan, 0, math.nan, 0)
+    finite = [i for i, v in enumerate(values) if v == v]
+    head = [i for i in finite if steps[i] <= steps[0] + window]
+    tail = [i for i in finite if steps[i] >= steps[-1] - window]
+    mean = lambda idx: sum(values[i] for i in idx) / len(idx) if idx else math.nan  # noqa: E731
+    late = run_start is not None and steps[0] > run_start + window
+    return TagWindows(mean(head), len(head), mean(tail), len(tail), start=int(steps[0]),
+                      shared=len(set(head) & set(tail)), late=late)
+
+
+def run_extent(series: Iterable[tuple[list[int], list[float]]]) -> Optional[tuple[int, int]]:
+    """The first and the last env step of any record of a run's ``series`` (None when none has one)."""
+    logged = [steps for steps, _ in series if steps]
+    if not logged:
+        return None
+    return min(s[0] for s in logged), max(s[-1] for s in logged)
+
+
+WINDOW_NOTE = ("Each tag's first window starts at its own first record; \"first logged at\" names a tag that "
+               "starts after the run's first window (a skill that ran late), and \"overlaps the last window\" "
+               "a tag logged over less than two windows, whose first and last windows share points and so show "
+               "no change.")
 
 
 def read_tensorboard_scalars(folder: str | Path, prefixes: Sequence[str] = TB_PREFIXES) -> dict:
@@ -242,21 +303,23 @@ def window_rows(run: TrainingRun) -> list[tuple[str, str]]:
 
 def window_table(runs: Sequence[TrainingRun], window: int = DEFAULT_WINDOW) -> Optional[str]:
     """For each run with tensorboard curves, the mean of each :func:`window_rows` statistic over its first and
-    its last ``window`` env steps (:func:`window_means`). A run shorter than four windows uses a quarter of
-    its length instead, so the two never overlap; the table names the window each run used. None when no
-    run has curves."""
+    its last ``window`` env steps (:func:`tag_windows`). A run shorter than four windows uses a quarter of
+    its length instead; the table names the window each run used, a tag that starts late and windows that
+    overlap (:data:`WINDOW_NOTE`). None when no run has curves."""
     rows = []
     for run in runs:
         stats = window_rows(run)
-        spans = [steps[-1] - steps[0] for steps in (run.get(tag)[0] for _, tag in stats) if len(steps) > 1]
-        if not spans:
+        if not any(len(run.get(tag)[0]) > 1 for _, tag in stats):
             continue
-        used = fitted_window(window, max(spans))
+        extent = run_extent(run.series.values())
+        if extent is None:
+            continue
+        used = fitted_window(window, extent[1] - extent[0])
         for label, tag in stats:
-            first, n_first, last, n_last = window_means(run.get(tag), used)
-            if n_first == 0 and n_last == 0:
+            w = tag_windows(run.get(tag), used, run_start=extent[0])
+            if w.n_first == 0 and w.n_last == 0:
                 continue
-            rows.append(f"| {run.experiment} | {used:,} | {label} | {_num(first)} ({n_first}) | {_num(last)} ({n_last}) |")
+            rows.append(f"| {run.experiment} | {used:,} | {label} | {w.first_cell()} | {w.last_cell()} |")
     if not rows:
         return None
     return "\n".join(["| experiment | window (env steps) | statistic | first window (points) | last window (points) |",

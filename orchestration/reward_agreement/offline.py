@@ -71,8 +71,8 @@ def offline_split(checkpoint_path: Path) -> tuple[Optional[OfflineSplit], str]:
                         float(state["val_fraction"])), ""
 
 
-def metrics_val_acc(reward_dir: Path) -> Optional[float]:
-    """``val_acc`` of the last row of ``{reward_dir}/reward_metrics/metrics.csv`` (None if absent)."""
+def _last_metrics_value(reward_dir: Path, column: str) -> Optional[float]:
+    """``column`` of the last row of ``{reward_dir}/reward_metrics/metrics.csv`` (None if absent)."""
     from rlaif.reward_model import METRICS_DIRNAME  # lazy: pulls in torch
 
     path = reward_dir / METRICS_DIRNAME / "metrics.csv"
@@ -80,12 +80,23 @@ def metrics_val_acc(reward_dir: Path) -> Optional[float]:
         return None
     with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    if not rows or "val_acc" not in rows[-1]:
+    if not rows or column not in rows[-1]:
         return None
     try:
-        return float(rows[-1]["val_acc"])
+        return float(rows[-1][column])
     except (TypeError, ValueError):
         return None
+
+
+def metrics_val_acc(reward_dir: Path) -> Optional[float]:
+    """``val_acc`` of the last row of ``{reward_dir}/reward_metrics/metrics.csv`` (None if absent)."""
+    return _last_metrics_value(reward_dir, "val_acc")
+
+
+def metrics_val_pairs(reward_dir: Path) -> Optional[int]:
+    """The validation pairs behind :func:`metrics_val_acc` (None for a file written without the count)."""
+    pairs = _last_metrics_value(reward_dir, "val_pairs")
+    return None if pairs is None or pairs != pairs else int(pairs)
 
 
 def offline_section(reward: Any, reward_dir: Path, split: Optional[OfflineSplit], reason: str) -> dict[str, Any]:
@@ -111,4 +122,4 @@ def offline_section(reward: Any, reward_dir: Path, split: Optional[OfflineSplit]
     if val_acc is None:
         return {"source": "unavailable", "note": f"{reason}; no val_acc in {path} either", "agreement": math.nan}
     return {"source": "metrics_csv", "note": f"{reason}; val_acc of the last row of {path} instead",
-            "metrics_csv": str(path), "agreement": val_acc}
+            "metrics_csv": str(path), "agreement": val_acc, "val_pairs": metrics_val_pairs(reward_dir)}

@@ -17,6 +17,7 @@ from typing import Any, Optional
 import numpy as np
 
 from common.atomic_io import atomic_write_text
+from common.estimates import pair_count
 from common.vocabulary import SKILLS
 from rl_baseline.sf.cfg import SkillEnvConfig
 from rl_baseline.sf.checkpoints import CheckpointError
@@ -113,7 +114,7 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 def _agreement_cell(section: dict[str, Any]) -> str:
     if section.get("source") == "metrics_csv":
-        return f"{_fmt(section.get('agreement'))} (metrics.csv val_acc)"
+        return f"{_fmt(section.get('agreement'))} (metrics.csv val_acc, {pair_count(section.get('val_pairs'))})"
     text = _fmt(section.get("agreement"))
     if text != "-" and not math.isnan(section.get("stderr", math.nan)):
         text += f" ± {_fmt(section['stderr'])}"

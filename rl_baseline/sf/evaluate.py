@@ -22,7 +22,8 @@ Two protocols (``--eval_protocol``):
 
 Both rule sets follow every episode, whichever protocol ends it; the release's tracker
 freezes when it says "reached" (the release would have stopped there). The JSON has the
-headline (``mean``, ``stderr``, ``episodes``, ``measure``: the driving protocol's), the
+headline (``mean``, ``stderr``, ``ci95`` with its ``ci_method``, ``episodes``, ``measure``: the driving
+protocol's), the
 sections ``"release"`` and ``"project"`` with each rule set's numbers, ``"protocol"`` /
 ``"episodes_ended_by"`` (which protocol ended the episodes), ``"run"`` (budget, steps run,
 finished and dropped episodes), ``"depth"`` (where the episodes got to: deepest level, Mines
@@ -63,7 +64,7 @@ from rl_baseline.baselines.llm_policy.cost import CostClock, cost_section, updat
 from rl_baseline.baselines.llm_policy.run import llm_section
 from rl_baseline.baselines.motif_eval import run_root_episodes, summarize_root
 from rl_baseline.envs.seeding import seed_run
-from rl_baseline.evaluation import RunResult, run_evaluation, summarize, write_results
+from rl_baseline.evaluation import RunResult, evaluation_plan, run_evaluation, summarize, write_results
 from rl_baseline.models.render import render_tty_frame
 from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, eval_dir_of, evaluates_root_env, require_resolved
 from rl_baseline.sf.multi_policy import load_skill_policies
@@ -194,10 +195,10 @@ def evaluate(cfg: Any) -> dict:
     kind = getattr(cfg, "eval_policy", "trained") or "trained"
     acting = _acting_policy(cfg, kind, envs[0], n_envs)
     policy, loaded, checkpoint, env_steps = acting.policy, acting.loaded, acting.checkpoint, acting.env_steps
-    what = (f"{cfg.eval_env_steps} env steps, last {cfg.eval_stats_avg} finished episodes"
-            if protocol == "release" else f"{cfg.eval_episodes} episodes")
-    logger.info("evaluating %s (env steps %s) on %s: %s protocol, %d games, %s", acting.description,
-                env_steps, task, protocol, n_envs, what)
+    plan = evaluation_plan(protocol, n_envs, int(cfg.eval_episodes), int(cfg.eval_env_steps),
+                           int(cfg.eval_stats_avg), int(cfg.max_episode_steps),
+                           saved=getattr(cfg, "eval_flags_from_saved", None) or {})
+    logger.info("evaluating %s (env steps %s) on %s: %s", acting.description, env_steps, task, plan)
 
     llm_run = None
     if env_cfg.meta_llm is not None:
@@ -259,8 +260,11 @@ def evaluate(cfg: Any) -> dict:
         # the release averages its count over the episodes that saw a shop/altar only
         counted = (f"; the release's count averages the {release.get('episodes', 0)} of "
                    f"{release.get('finished_episodes', 0)} finished episodes with {release['seen_key']}")
-    logger.info("%s (%s protocol): %s %.3f +- %.3f over %d episodes (release %s %.3f, project %s %.3f%s); wrote %s",
-                task, protocol, summary["measure"], summary["mean"], summary["stderr"], summary["episodes"],
+    lo, hi = summary["ci95"]
+    logger.info("%s (%s protocol): %s %.3f +- %.3f, 95%% interval [%.3f, %.3f] (%s), over %d episodes (release %s "
+                "%.3f, project %s %.3f%s); wrote %s",
+                task, protocol, summary["measure"], summary["mean"], summary["stderr"], lo, hi, summary["ci_method"],
+                summary["episodes"],
                 release.get("metric"), release.get("mean", math.nan),
                 summary["project"]["measure"], summary["project"]["mean"], counted, ", ".join(str(p) for p in paths))
     if run.meta_policy_errors:

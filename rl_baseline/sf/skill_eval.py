@@ -10,8 +10,9 @@ on level 3 (``--eval_start_depth``), reached by wizard-mode level teleport (deat
 final).
 
 Writes ``{train_dir}/{experiment}/eval/skill_{skill}.json`` (per-episode measures, mean and
-95% confidence interval of each). :mod:`scripts.skill_report` runs this for every skill
-and three policies (trained, untrained, uniform random) and tabulates the results.
+95% interval of each: :func:`common.estimates.mean_interval95`, a bootstrap percentile interval).
+:mod:`scripts.skill_report` runs this for every skill and three policies (trained, untrained, uniform random)
+and tabulates the results.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
+from common.estimates import interval_method, mean_interval95
 from common.nethack.actions import action_names_for
 from common.nethack.game_clock import active_game_clock
 from rl_baseline.envs.seeding import evaluation_game_seed, seed_run
@@ -40,35 +42,6 @@ _REGISTERED: list[bool] = []  # sample-factory's registry is per process: regist
 
 #: the three policies of the skill report
 POLICY_KINDS = EVAL_POLICIES
-
-# Student's t quantile t(0.975, df): the 95% interval of a mean from a few episodes.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
-
-
-def t975(df: int) -> float:
-    if df < 1:
-        return math.nan
-    if df <= len(_T975):
-        return _T975[df - 1]
-    for bound, value in ((40, 2.021), (60, 2.000), (120, 1.980)):
-        if df <= bound:
-            return value
-    return 1.960
-
-
-def mean_ci95(values: Sequence[float]) -> tuple[float, float, float]:
-    """(mean, low, high) with Student's t interval; one value gives no interval (nan bounds)."""
-    x = np.asarray(values, dtype=np.float64)
-    if x.size == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(x.mean())
-    if x.size == 1:
-        return mean, math.nan, math.nan
-    half = t975(x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
-    return mean, mean - half, mean + half
-
 
 #: how a game ended, read from its last messages (first match wins); a coarse summary for the report
 _ENDINGS = (
@@ -116,8 +89,8 @@ class SkillEvalResult:
         measures = {}
         for m in SKILL_MEASURES[self.skill]:
             values = [e.measures[m] for e in self.episodes]
-            mean, lo, hi = mean_ci95(values)
-            measures[m] = {"mean": mean, "ci95": [lo, hi], "values": values}
+            mean, lo, hi = mean_interval95(values)  # non-negative measures: an interval that never goes below 0
+            measures[m] = {"mean": mean, "ci95": [lo, hi], "ci_method": interval_method(False), "values": values}
         lengths = [e.length for e in self.episodes]
         actions: Counter = Counter()
         for e in self.episodes:
@@ -283,6 +256,6 @@ def evaluate_skill(cfg: Any) -> dict:
                    start_note="wizard-mode level teleport after reset" if info["start_depth"] > 1 else "level 1")
     path = atomic_write_json(eval_dir(cfg) / f"skill_{skill}.json", summary)
     parts = ", ".join(f"{m} {format_measure(s)}" for m, s in summary["measures"].items())
-    logger.info("%s held for %d episodes (checkpoint %s): %s (mean [95%% CI]); wrote %s", skill,
-                summary["episodes"], info["checkpoint"], parts, path)
+    logger.info("%s held for %d episodes (checkpoint %s): %s (mean [95%% interval, %s]); wrote %s", skill,
+                summary["episodes"], info["checkpoint"], parts, interval_method(False), path)
     return summary

@@ -12,7 +12,14 @@ from typing import Any, Optional, Sequence
 
 from common.cli import ScriptParser
 from rl_baseline.flag_types import MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
-from rl_baseline.sf.cfg.flags import ENV_ALIASES, EVAL_FLAGS, PAPER_DEFAULTS, WANDB_SPELLINGS, add_maestro_args
+from rl_baseline.sf.cfg.flags import (
+    ENV_ALIASES,
+    EVAL_FLAGS,
+    PAPER_DEFAULTS,
+    SAVED_EVAL_PROTOCOL,
+    WANDB_SPELLINGS,
+    add_maestro_args,
+)
 
 
 def _translate_argv(argv: Sequence[str]) -> list[str]:
@@ -162,8 +169,10 @@ def _check_network_shape(saved: dict[str, Any], explicit: dict[str, Any], path: 
 def with_saved_experiment(cfg: argparse.Namespace, required: bool,
                            config_dir: Optional[str] = None) -> argparse.Namespace:
     """The saved ``{train_dir}/{experiment}/config.json`` (or ``{config_dir}/config.json``) with this command's
-    flags on top (as sample-factory's own loaders do); an evaluation's flags (:data:`EVAL_FLAGS`) always come
-    from this command. Without a saved experiment: ``cfg`` itself, or :class:`ConfigError` if ``required``."""
+    flags on top (as sample-factory's own loaders do); an evaluation's flags (:data:`EVAL_FLAGS`) come from this
+    command, except those of :data:`SAVED_EVAL_PROTOCOL` that it does not give and the training command chose
+    (listed in ``eval_flags_from_saved``). Without a saved experiment: ``cfg`` itself, or :class:`ConfigError` if
+    ``required``."""
     from sample_factory.cfg.arguments import load_from_checkpoint  # lazy: sample-factory; --help stays light
 
     # sample-factory's own cfg_file() creates the experiment folder: a mistyped command must not
@@ -173,7 +182,6 @@ def with_saved_experiment(cfg: argparse.Namespace, required: bool,
             raise ConfigError(f"no saved experiment at {path}: --train_dir and --experiment must name a trained "
                               "run ({train_dir}/{experiment}/config.json, written by scripts.main)")
         return cfg
-    invocation = {k: getattr(cfg, k) for k in EVAL_FLAGS if hasattr(cfg, k)} if cfg.evaluation else {}
     explicit = dict(cfg.cli_args)
     evaluation = bool(cfg.evaluation)
     source = cfg
@@ -187,10 +195,15 @@ def with_saved_experiment(cfg: argparse.Namespace, required: bool,
         raise ConfigError(f"{path}: cannot be read ({exc})") from exc
     saved = _keep_saved_meanings(merged, path)
     _check_network_shape(saved, explicit, path)
+    chosen = merged.get("cli_args") or {}  # the training command's own flags, as sample-factory saved them
+    from_saved = [k for k in SAVED_EVAL_PROTOCOL if k in chosen and k not in explicit] if evaluation else []
+    invocation = {k: getattr(cfg, k) for k in EVAL_FLAGS if evaluation and hasattr(cfg, k) and k not in from_saved}
     for key, value in {**invocation, **explicit}.items():
         merged[key] = value
     if config_dir is not None:  # the results go to this command's experiment, not to the skill network's
         merged.train_dir, merged.experiment = cfg.train_dir, cfg.experiment
     merged.evaluation = evaluation
+    if evaluation:  # said in the evaluation's start line
+        merged.eval_flags_from_saved = {k: merged[k] for k in from_saved}
     return merged
 

@@ -90,12 +90,15 @@ PAPER_DEFAULTS: dict[str, Any] = dict(
 #: what acts in an evaluation: the trained network, the same network untrained, or uniformly random actions
 EVAL_POLICIES = ("trained", "untrained", "random")
 
-#: evaluation flags that come from the evaluating command, never from the saved training configuration
+#: evaluation flags that come from the evaluating command, not from the saved training one (but SAVED_EVAL_PROTOCOL)
 EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs",
               "eval_deterministic_actions", "eval_policy", "game_clock", "save_video", "eval_skill", "eval_start_depth", "eval_dir",
               "meta_policy", "meta_llm_backend", "meta_llm_model", "meta_llm_base_url", "meta_llm_replay",
               "meta_llm_record", "meta_llm_cache_dir", "meta_llm_temperature", "meta_llm_max_tokens",
               "meta_llm_num_gpus", "meta_llm_server_gpus", "meta_llm_method")
+#: the evaluation protocol a training command may choose for its run (a pipeline preset does): an evaluation that
+#: does not give one of these flags takes the run's choice, not the release's default
+SAVED_EVAL_PROTOCOL = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs")
 
 
 

@@ -1,0 +1,114 @@
+"""How a measured number is stated with its uncertainty, in one place so every table names the same method:
+
+* the 95% interval of a mean of per-episode measures (:func:`mean_interval95`): a bootstrap percentile
+  interval (seeded, so a report is reproducible) for counts and rates, which stays within the observed
+  values and so never goes below zero for a non-negative measure; a Wilson score interval for 0/1 outcomes
+  (a task's success), which stays within [0, 1];
+* an accuracy with the number of pairs it rests on (:func:`format_accuracy`), flagged below
+  :data:`MIN_VALIDATION_PAIRS`.
+
+Pure Python and numpy: the report, the evaluations and the reward training all read it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+#: the normal quantile of a two-sided 95% interval
+Z95 = 1.959963984540054
+#: resamples of the bootstrap and the seed of its generator (the same values give the same interval)
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
+BOOTSTRAP_METHOD = f"bootstrap percentile ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED})"
+WILSON_METHOD = "Wilson score"
+#: what a table's note says of its intervals: of means of counts and rates, of success rates, of both
+BOOTSTRAP_NOTE = (f"95% intervals: {BOOTSTRAP_METHOD} of the mean, which stays within the observed values (never "
+                  "below zero) but is too narrow with few episodes.")
+INTERVAL_NOTE = (f"95% intervals: {BOOTSTRAP_METHOD} for the mean of a count, which stays within the observed "
+                 f"values (never below zero) but is too narrow with few episodes; {WILSON_METHOD} for a success "
+                 "rate (0/1 per episode), within [0, 1].")
+#: validation pairs below which an accuracy is flagged: fewer tell little (30 pairs: a 95% interval of about
+#: +-18 points at 50%)
+MIN_VALIDATION_PAIRS = 30
+TOO_FEW = "too few"
+ACCURACY_NOTE = (f"n: the validation pairs with a decided label the accuracy rests on; \"{TOO_FEW}\" marks fewer "
+                 f"than {MIN_VALIDATION_PAIRS}, too few to read as the model's accuracy (n=?: a metrics file "
+                 "written without the count).")
+
+_CHUNK = 1_000_000  # bootstrap draws per batch: bounded memory whatever the number of episodes
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion of ``successes`` out of ``n`` (NaN bounds when ``n`` is 0)."""
+    if n <= 0:
+        return math.nan, math.nan
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # at 0 or n successes the bound is exactly 0 or 1 (the formula leaves rounding residue)
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return lo, hi
+
+
+def bootstrap_interval(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
+                       seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """The 95% bootstrap percentile interval of the mean of ``values`` (NaN bounds for fewer than two)."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    per_chunk = max(1, _CHUNK // x.size)
+    means = []
+    for start in range(0, resamples, per_chunk):
+        draws = rng.integers(0, x.size, size=(min(per_chunk, resamples - start), x.size))
+        means.append(x[draws].mean(axis=1))
+    lo, hi = np.percentile(np.concatenate(means), [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def mean_interval95(values: Sequence[float], binary: bool = False) -> tuple[float, float, float]:
+    """``(mean, low, high)``: a Wilson interval for 0/1 ``values`` (``binary``), else a bootstrap percentile
+    interval (NaN bounds for a single value); all NaN without values."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(x.mean())
+    if binary:
+        lo, hi = wilson_interval(int(np.count_nonzero(x)), int(x.size))
+    else:
+        lo, hi = bootstrap_interval(x)
+    return mean, lo, hi
+
+
+def interval_method(binary: bool) -> str:
+    """The name of the interval :func:`mean_interval95` gives."""
+    return WILSON_METHOD if binary else BOOTSTRAP_METHOD
+
+
+def recorded_interval_method(data: object) -> str:
+    """The interval method a results file records under ``interval_method``; a file that records none was
+    written with Student's t intervals."""
+    method = data.get("interval_method") if isinstance(data, dict) else None
+    return str(method) if method else "Student's t"
+
+
+def too_few_pairs(pairs: Optional[int]) -> bool:
+    """Whether an accuracy over ``pairs`` validation pairs is flagged (an unknown count is not)."""
+    return pairs is not None and pairs < MIN_VALIDATION_PAIRS
+
+
+def pair_count(pairs: Optional[int]) -> str:
+    """``n=120``; ``n=2, too few`` below :data:`MIN_VALIDATION_PAIRS`; ``n=?`` when the count is unknown."""
+    if pairs is None:
+        return "n=?"
+    return f"n={pairs}, {TOO_FEW}" if too_few_pairs(pairs) else f"n={pairs}"
+
+
+def format_accuracy(accuracy: float, pairs: Optional[int]) -> str:
+    """``85.0% (n=120)``, ``100.0% (n=2, too few)``, ``80.0% (n=?)`` (:func:`pair_count`)."""
+    text = "n/a" if accuracy != accuracy else f"{100.0 * accuracy:.1f}%"
+    return f"{text} ({pair_count(pairs)})"
