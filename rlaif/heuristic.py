@@ -11,10 +11,13 @@ Rules in short (scores are compared; equal scores give ``Answer: none``):
 
 * discoverer: gold picked up, items picked up (``f - a scroll ...``), monsters
   killed, experience gained; any change of dungeon level is strongly bad.
-* descender: going deeper is strongly good, standing on or finding a down
-  staircase mildly good; going up is bad.
-* ascender: climbing to a shallower level is strongly good, up staircases mildly
-  good; going deeper is bad.
+* descender (the release's goal: going down is urgent, staying strongly avoided, going up
+  worse): going deeper is strongly good and going up strongly bad; on the same level a down
+  staircase in sight is mildly good, and what keeps the hero busy there instead (a fight,
+  being hit, hunger, eating, praying, picking things up, trading) is bad, as is losing hit
+  points; other messages of the same level neither.
+* ascender (only going up counts, staying strongly disliked whatever the consequences): the
+  mirror image, with up staircases.
 * worshipper: altar messages, and above all the black/amber flash of a
   dropped item on an altar; praying and angering the god are bad.
 * merchant: shopkeeper greetings, offers, sales and purchases; stealing,
@@ -141,6 +144,13 @@ _UP_STAIRS = _pattern("staircase up", "stairs up")
 _DESCEND = _pattern("you descend", "you climb down", "you fall through", "you fly down")
 _ASCEND = _pattern("you climb up")
 _FIGHT = _pattern("you hit", "you miss", "you smite", "you kick", "you bite", "hits!", "misses!", "bites!")
+# what keeps the hero busy on its level instead of changing level (the descender's and ascender's distractions)
+_BUSY = _pattern(
+    "you hit", "you miss", "you smite", "you kick", "you bite", "you kill", "you destroy", "hits!", "misses!",
+    "bites!", "stings!", "touches you", "grabs you", "is killed", "hungry", "weak", "fainting", "you eat",
+    "you finish eating", "this food", "delicious", "you begin praying", "you pray", "you feel a hopeful",
+    "welcome to", "for sale", "offers", "sell it", "you sold", "you bought", "you stop", "you have a little trouble",
+)
 _GOLD = re.compile(r"\$ - \d+ gold piece|\d+ gold pieces?\.|you find \d+ gold")
 _LEVEL_UP = _pattern("welcome to experience level")
 _STATUS_RE = re.compile(r"Dlvl:(-?\d+) \$:(-?\d+)")
@@ -162,12 +172,11 @@ def _message_score(message_before: str, message_after: str, skill: str) -> float
             s += 3.0
         if _FIND.search(after):
             s += 0.5
-    elif skill == "descender":
-        if _DOWN_STAIRS.search(after):
+    elif skill in ("descender", "ascender"):
+        if (_DOWN_STAIRS if skill == "descender" else _UP_STAIRS).search(after):
             s += 1.0
-    elif skill == "ascender":
-        if _UP_STAIRS.search(after):
-            s += 1.0
+        if _BUSY.search(after) or _PICKUP.search(message_after):
+            s -= 2.0
     elif skill == "worshipper":
         if _FLASH.search(after):
             s += 6.0
@@ -189,15 +198,16 @@ def _message_score(message_before: str, message_after: str, skill: str) -> float
     return s
 
 
-def _stats_score(depth_change: int, gold_change: int, xp_change: int, skill: str) -> float:
+def _stats_score(depth_change: int, gold_change: int, xp_change: int, skill: str, hp_change: int = 0) -> float:
     """The part of the score read from the stat changes."""
     d = depth_change
     if skill == "discoverer":
         return -10.0 * abs(d) + 3.0 * (gold_change > 0) + 2.0 * (xp_change > 0)
-    if skill == "descender":
-        return 10.0 * d if d > 0 else 5.0 * d
-    if skill == "ascender":
-        return -10.0 * d if d < 0 else -5.0 * d
+    if skill in ("descender", "ascender"):
+        # the right way is all that counts; the wrong way is worse than staying; on the level, losing hit points
+        # (a fight) keeps the hero from it
+        towards = d if skill == "descender" else -d
+        return 10.0 * towards - 1.0 * (d == 0 and hp_change < 0)
     return -2.0 * abs(d)  # worshipper, merchant: stay on the level
 
 
@@ -302,7 +312,7 @@ def score(observation: Observation, skill: str) -> float:
     """Higher is better for ``skill``."""
     o = observation
     return _message_score(o.message_before, o.message_after, skill) + _stats_score(
-        o.depth_change, o.gold_change, o.xp_change, skill
+        o.depth_change, o.gold_change, o.xp_change, skill, o.hp_change
     )
 
 
@@ -311,7 +321,7 @@ _CACHE_SIZE = 200_000
 
 
 def _fast_score(fields: tuple[str, ...], skill: str) -> float:
-    before, after, depth, gold, _hp, xp, _hunger = fields
+    before, after, depth, gold, hp, xp, _hunger = fields
     key = (skill, before, after)
     value = _MESSAGE_CACHE.get(key)
     if value is None:
@@ -319,7 +329,7 @@ def _fast_score(fields: tuple[str, ...], skill: str) -> float:
         if len(_MESSAGE_CACHE) >= _CACHE_SIZE:
             _MESSAGE_CACHE.clear()
         _MESSAGE_CACHE[key] = value
-    return value + _stats_score(_delta(depth), _delta(gold), _delta(xp), skill)
+    return value + _stats_score(_delta(depth), _delta(gold), _delta(xp), skill, _delta(hp))
 
 
 def judge(prompt_text: str, skill: str) -> str:

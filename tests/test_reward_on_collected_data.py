@@ -74,3 +74,32 @@ def test_trained_reward_ranks_descents_above_ordinary_moves(pipeline):
     scores = reward.score(dataset.messages[:, 1], change)
     assert scores[change > 0].mean() > scores[change == 0].mean() + 1.0
     assert (root / "skill_rewards" / "llama3_descender_default" / "reward_metrics" / "train_norm_quantiles.csv").is_file()
+
+
+def test_the_stand_in_descender_pays_the_descent_and_no_fight_or_hunger(pipeline):
+    """What the descender's model pays at RL time (normalised, zero below the 0.85 quantile of the dataset's
+    distinct inputs, as the skill runtime applies it): the descent pays; fights and hunger, which keep the hero on
+    its level, pay nothing, as the release's two-valued descender model pays nearly nothing but the top group.
+    Before, the stand-in ranked same-level messages alike and its threshold fell inside that plateau: "You hit the
+    jackal." and "The jackal bites!" were paid."""
+    from common.nethack.messages import encode_message
+    from rl_baseline.skills.intrinsic_reward import build_intrinsic_reward
+
+    root, _ = pipeline
+    reward = build_intrinsic_reward([str(root / "skill_rewards" / "llama3_descender_default")], [0.85], beta=3.0,
+                                    llm_coef=0.1, extrinsic_coef=0.0)
+
+    def paid(message: str, depth_change: int) -> float:
+        return reward.thresholded_score(0, encode_message(message), depth_change)
+
+    assert paid("You descend the stairs.", 1) > 0
+    busy = ("You hit the jackal.", "The jackal bites!", "You kill the jackal!", "You miss the newt.",
+            "You are beginning to feel hungry.")
+    dataset = load_dataset(root / "og_dataset" / "descender.npz")
+    played = {bytes(m).rstrip(b"\0").decode("latin-1") for m in dataset.messages[:, 1]}
+    fights = sorted(m for m in played if any(w in m for w in ("You hit", "You miss", "You kill", " hits!", " bites!",
+                                                             " misses!", "hungry")))
+    assert len(fights) >= 5  # the explorer fights on most levels
+    paid_fights = [m for m in (*busy, *fights) if paid(m, 0) > 0]
+    assert not paid_fights, paid_fights
+    assert paid("You climb up the stairs.", -1) == 0.0
