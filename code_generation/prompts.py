@@ -32,6 +32,7 @@ TASK_FILES = ("initial_prompt.txt", "check_prompt.txt", "rewrite_prompt.txt", "i
 TASK_HOOKS: dict[str, dict[str, int]] = {
     "goldenexit": {"update_gold": 1, "defeat_monster": 0},
     "levelupsell": {"update_xp_level": 1},
+    "discoveryhunger": {},  # no hook: the run-time sets the attribute eaten_food (TASK_ATTRIBUTES)
 }
 # Attributes a composite task's class must set (checked in the source text).
 TASK_ATTRIBUTES: dict[str, tuple[str, ...]] = {"discoveryhunger": ("eaten_food",)}
