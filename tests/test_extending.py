@@ -146,18 +146,18 @@ def test_a_task_missing_from_the_places_is_named():
 
 # ----------------------------------------------------------------------------- the LLM policies' prompts
 #: sha256 of every task's prompts (zero-shot and equivalent action prompts, the skill prompt) as they were
-#: when the zero-shot goals moved from rl_baseline/baselines/llm_policy/prompts.py to common.vocabulary.TASK_GOALS.
+#: when the skills' descriptions took the release's termination rules (code_generation/skills/*_termination.txt).
 #: A prompt is part of a recorded result and of the reply cache's key: change these only on purpose.
 PROMPT_SHA256: dict[str, str] = {
-    "gnomish": "31620f750b8098f61d5a69adcf7c1d0fc0aa0b36925c2df24a48461eb36a0d02",
-    "delphi": "2fd352ee5864f1c7face84eea22e48ae1328591df1905fd9d069fabf3f5786c9",
-    "minetown": "1cf0c08eee0628222390f16dc90407588269250a48e395818cde68e08f796b8c",
-    "transactions": "ccb0134a6854f794426b30a947dca9e50f5b81a8778a0bffc5f02973a49a327f",
-    "price": "8ec1839bc06a9980c9ef638fca143d0a46379d621b8fe68d3318c6680fa0b6cd",
-    "buc": "ed71fe7ae02f9a257b8930474bf6772539b5a18bff0df494cb935e33095f12be",
-    "goldenexit": "b72eaaa8dbc76bc21962a8c6994a84f86dc684af7a452cc5cbb5acd45d6fd90a",
-    "levelupsell": "e48b7f850fea961369f8b754b1a1499a01b23895d4b828c176100f326e8a2d4e",
-    "discoveryhunger": "099c5439e8b36693031468c90f1f0f4596bc023ed9d23a55fa6155c714d743b9",
+    "gnomish": "3589622b967e8db5f531b9cbd05690c08e2a167fe7d507359f3d031752821717",
+    "delphi": "c674c799887250e4b89d7ab87f57a7321dc97b8fa07a36c4ee3e58e577c53a3d",
+    "minetown": "050e77531d6b850b3aea3a67beb86a117da6bf86e31d5e67682d17cc777abbe2",
+    "transactions": "e9409ca8570aa181586343b2126fd2d3d0d04a43d79394087c4505a637771d45",
+    "price": "7e4967fe14f499e7d9bca5745ba5f47b591162e468298de427d2233132c05a39",
+    "buc": "03123794950e8b02c609e6c2c8c79e4f4c05a5bd803232fb079769439ebb44f4",
+    "goldenexit": "263ad78626adbc7816f30b5cfcfd31be1788e4f8e43b2876b833a3daf01aaaef",
+    "levelupsell": "d42a27e74766b124d1413b8cb373c83a0794bb2ccb1d066c6874e2b7017b93c8",
+    "discoveryhunger": "77c54768ce0fa290b9330488b03e1cf31994437265fe1b3e7225ea0c968dfac4",
 }
 
 
