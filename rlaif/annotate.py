@@ -41,8 +41,10 @@ is replaced only when the new run merges. In a slurm array started with it, a ch
 finishes before another has even started may merge with that chunk's older complete file;
 run ``merge=True`` (``--merge``) once the whole array is done to be sure.
 ``{state_dir}/{annotator}.meta.json`` (written by the merge) records the dataset size and
-fingerprint of the final file and the backend, so a rerun on a different dataset of the same size
-is refused too, and a file of stand-in labels can be told from an LLM's.
+fingerprint of the final file and who labelled it (backend, model, ``labelled_by``), so a rerun on a
+different dataset of the same size is refused too, and a file of stand-in labels can be told from an LLM's:
+a backend that calls no language model (``heuristic``, ``random``) is recorded with ``"model": null``,
+whatever ``--model`` says.
 
 Test-only: the environment variable ``RLAIF_ANNOTATE_TEST_DELAY`` (seconds) makes the
 loop sleep after every batch, so tests can kill a run at a known point. Leave it unset.
@@ -366,7 +368,15 @@ def load_annotation_dataset(directory: str | os.PathLike, goal_key: str) -> tupl
     return dataset, path
 
 
+#: the backends whose labels no language model made: a rule-based or random stand-in for it
 STAND_IN_BACKENDS = ("heuristic", "random")
+#: what labels with each backend that calls no language model; their runs record ``"model": null`` and this,
+#: whatever ``--model`` says (it names no model that labelled)
+NO_MODEL_BACKENDS: dict[str, str] = {
+    "heuristic": "rule-based stand-in, no language model",
+    "random": "random labels, no language model",
+    "replay": "replies replayed from a recorded transcript, no language model called",
+}
 
 
 def pair_ranges(indices: np.ndarray) -> list[list[int]]:
@@ -380,8 +390,21 @@ def pair_ranges(indices: np.ndarray) -> list[list[int]]:
     return [[int(a), int(b)] for a, b in zip(starts, ends)]
 
 
-def _source(backend: str, model: str, ranges: list[list[int]]) -> dict[str, Any]:
-    return {"backend": backend, "model": model, "stand_in": backend in STAND_IN_BACKENDS, "pairs": ranges}
+def labelled_by(backend: str, model: str | None) -> str:
+    """Who made labels of ``backend`` and ``model``, for the metadata and every message that quotes it: what
+    labels instead of a model for a backend that calls none, else the model."""
+    return NO_MODEL_BACKENDS.get(backend) or f"language model {model}"
+
+
+def _who(backend: str, model: str | None) -> str:
+    """``backend heuristic (rule-based stand-in, no language model)`` / ``backend openai (model m)``."""
+    return f"backend {backend} ({NO_MODEL_BACKENDS.get(backend) or f'model {model}'})"
+
+
+def _source(backend: str, model: str | None, ranges: list[list[int]]) -> dict[str, Any]:
+    model = None if backend in NO_MODEL_BACKENDS else model  # a record naming a model for such a backend names none
+    return {"backend": backend, "model": model, "labelled_by": labelled_by(backend, model),
+            "stand_in": backend in STAND_IN_BACKENDS, "pairs": ranges}
 
 
 def _sources_of(meta: dict[str, Any] | None, labels: np.ndarray, start: int) -> list[dict[str, Any]]:
@@ -396,12 +419,13 @@ def _sources_of(meta: dict[str, Any] | None, labels: np.ndarray, start: int) -> 
             claimed = np.concatenate([np.arange(a, b) for a, b in src.get("pairs", [])] or [np.zeros(0, np.int64)])
             kept = pair_ranges(np.intersect1d(claimed, known))
             if kept:
-                out.append({**src, "pairs": kept})
+                out.append({**src, **_source(src.get("backend", "unknown"), src.get("model"), kept)})
         return out
     return [_source(meta.get("backend", "unknown"), meta.get("model", "unknown"), pair_ranges(known))] if known.size else []
 
 
-def _with_run(sources: list[dict[str, Any]], backend: str, model: str, new_pairs: np.ndarray) -> list[dict[str, Any]]:
+def _with_run(sources: list[dict[str, Any]], backend: str, model: str | None,
+              new_pairs: np.ndarray) -> list[dict[str, Any]]:
     """``sources`` plus this run's newly labelled pairs (one entry per consecutive backend and model)."""
     out = [dict(src) for src in sources]
     if new_pairs.size == 0:
@@ -415,18 +439,21 @@ def _with_run(sources: list[dict[str, Any]], backend: str, model: str, new_pairs
 
 
 def provenance(sources: list[dict[str, Any]], num_pairs: int) -> dict[str, Any]:
-    """The metadata fields that say who made the labels: one backend and model, or "mixed", whether any
-    came from a rule-based stand-in and what share of the pairs it labelled."""
+    """The metadata fields that say who made the labels: one backend and model (None for a backend that calls no
+    model), or "mixed", who that is in words (``labelled_by``), whether any came from a rule-based stand-in and
+    what share of the pairs it labelled."""
     def count(src: dict[str, Any]) -> int:
         return sum(b - a for a, b in src.get("pairs", []))
 
     used = [src for src in sources if count(src)]
     backends = sorted({src["backend"] for src in used})
-    models = sorted({src["model"] for src in used})
+    models = {src["model"] for src in used}  # None: a backend that calls no model
+    makers = sorted({src["labelled_by"] for src in used})
     stand_in_pairs = sum(count(src) for src in used if src.get("stand_in"))
     return {
         "backend": backends[0] if len(backends) == 1 else ("mixed" if backends else None),
-        "model": models[0] if len(models) == 1 else ("mixed" if models else None),
+        "model": next(iter(models)) if len(models) == 1 else ("mixed" if models else None),
+        "labelled_by": makers[0] if len(makers) == 1 else ("mixed: see sources" if makers else None),
         "sources": used,
         "stand_in": bool(stand_in_pairs),
         "stand_in_share": stand_in_pairs / num_pairs if num_pairs else 0.0,
@@ -651,14 +678,17 @@ class _ConversationLog:
             self._fh = None
 
 
-def labels_model(cfg: AnnotationConfig) -> str:
-    """The model a run's labels are recorded under: labels asked another way (``answer_mode``) are another
-    annotator's, for the mixing check and the provenance."""
+def labels_model(cfg: AnnotationConfig) -> str | None:
+    """The model a run's labels are recorded under: None for a backend that calls no model (whatever ``--model``
+    says); labels asked another way (``answer_mode``) are another annotator's, for the mixing check and the
+    provenance."""
+    if cfg.backend in NO_MODEL_BACKENDS:
+        return None
     return cfg.model if cfg.answer_mode == "release" else f"{cfg.model} ({cfg.answer_mode} answers)"
 
 
 def _held_by(sources: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{sum(b - a for a, b in src['pairs'])} pairs by backend {src['backend']} (model {src['model']})"
+    return "; ".join(f"{sum(b - a for a, b in src['pairs'])} pairs by {_who(src['backend'], src['model'])}"
                      for src in sources)
 
 
@@ -670,7 +700,7 @@ def _check_same_annotator(cfg: AnnotationConfig, sources: list[dict[str, Any]], 
     others = [src for src in sources if (src["backend"], src["model"]) != (cfg.backend, labels_model(cfg))]
     if not others or (cfg.allow_mixed_annotators and pending):
         return
-    this_run = f"this run is backend {cfg.backend} (model {labels_model(cfg)})"
+    this_run = f"this run is {_who(cfg.backend, labels_model(cfg))}"
     if not pending:
         raise AnnotationError(
             f"{final_path(cfg.preference_dir, cfg.annotator)} already holds labels of another annotator for every pair "
@@ -769,7 +799,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         # every run opens its own section: runs into other folders, or with another backend, share the file
         conv_log = _ConversationLog(log_path, {
             "run": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "annotator": ann, "backend": cfg.backend,
-            "model": recorded_model if cfg.backend not in STAND_IN_BACKENDS else "none: a rule-based stand-in",
+            "model": recorded_model, "labelled_by": labelled_by(cfg.backend, recorded_model),
             "answer_mode": cfg.answer_mode, "preference_dir": str(pdir),
             "dataset": str(data_path), "chunk": tag, "pairs_to_ask": int(len(pending)),
             "system": builder.system_prompt})

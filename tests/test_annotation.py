@@ -182,8 +182,8 @@ def test_heuristic_run_writes_final_file_and_log(tmp_path) -> None:
     log = (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()
     header, records = json.loads(log[0]), [json.loads(x) for x in log[1:]]
     assert "system" in header and len(records) == 20
-    assert (header["backend"], header["model"], header["preference_dir"]) == (
-        "heuristic", "none: a rule-based stand-in", str(tmp_path / "preference"))
+    assert (header["backend"], header["model"], header["labelled_by"], header["preference_dir"]) == (
+        "heuristic", None, "rule-based stand-in, no language model", str(tmp_path / "preference"))
     assert [r["pair"] for r in records] == list(range(20))
     assert all(r["label"] == labels[r["pair"]] and "Moment 1" in r["prompt"] for r in records)
     # every run records its label shares next to the final file
@@ -460,7 +460,7 @@ def test_each_run_opens_a_log_section_naming_its_backend_and_model(tmp_path) -> 
     headers = [i for i, r in enumerate(lines) if "run" in r]
     assert headers == [0, 4] and all("pair" in r for i, r in enumerate(lines) if i not in headers)
     assert [(lines[i]["backend"], lines[i]["model"], lines[i]["preference_dir"]) for i in headers] == [
-        ("heuristic", "none: a rule-based stand-in", str(tmp_path / "preference")),
+        ("heuristic", None, str(tmp_path / "preference")),
         ("openai", "fake-model (constrained answers)", str(tmp_path / "other"))]
     assert all(lines[i]["pairs_to_ask"] == 3 for i in headers)
 
@@ -728,7 +728,8 @@ def test_a_run_that_labels_nothing_leaves_the_provenance_as_it_was(tmp_path, cap
     before = _meta_files(tmp_path)
     meta = json.loads(before["llama3_descender_default.meta.json"])
     assert meta["backend"] == "heuristic" and meta["stand_in"] is True and meta["stand_in_share"] == 1.0
-    assert meta["sources"] == [{"backend": "heuristic", "model": meta["model"], "stand_in": True, "pairs": [[0, 6]]}]
+    assert meta["sources"] == [{"backend": "heuristic", "model": None, "labelled_by": meta["labelled_by"],
+                                "stand_in": True, "pairs": [[0, 6]]}]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -736,6 +737,62 @@ def test_a_run_that_labels_nothing_leaves_the_provenance_as_it_was(tmp_path, cap
                                  "--model", "meta-llama/Llama-3.1-70B-Instruct"))
     assert rc == 2 and "already holds labels of another annotator" in capsys.readouterr().err
     assert _meta_files(tmp_path) == before
+
+
+@pytest.mark.parametrize("backend, extra, said", [
+    ("heuristic", [], "rule-based stand-in, no language model"),
+    ("random", ["--model", "meta-llama/Llama-3.1-8B-Instruct"], "random labels, no language model"),
+])
+def test_a_stand_in_records_itself_and_no_language_model(tmp_path, capsys, backend, extra, said) -> None:
+    """The rule-based stand-in's labels named --model's default, meta-llama/Llama-3.1-70B-Instruct, in their
+    metadata, their sources and the refusal that quoted them: provenance named a model that never labelled."""
+    write_dataset(tmp_path, "descender", make_dataset(4))
+    pref = tmp_path / "preference"
+    assert annotate_pairs.main(cli(tmp_path, "--backend", backend, *extra)) == 0
+    metas = {p.name: json.loads(p.read_text()) for p in pref.glob("*.json")}
+    assert sorted(metas) == ["llama3_descender_default.chunk0of1.json", "llama3_descender_default.meta.json"]
+    for meta in metas.values():
+        assert (meta["backend"], meta["model"], meta["stand_in"]) == (backend, None, True)
+        assert [s["model"] for s in meta["sources"]] == [None]
+        assert meta["labelled_by"] == said and [s["labelled_by"] for s in meta["sources"]] == [said]
+    header = json.loads((tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()[0])
+    assert header["model"] is None and header["labelled_by"] == said
+    written = "".join(p.read_text() for p in [*pref.glob("*.json"), tmp_path / "logs" / f"{header['annotator']}.chunk0.jsonl"])
+    assert "Llama" not in written and "llama-3" not in written.lower()
+    # every message that quotes who labelled says what it was
+    capsys.readouterr()
+    assert annotate_pairs.main(cli(tmp_path, "--backend", backend, *extra)) == 0
+    assert f"every pair of the chunk already had a label (4 pairs by backend {backend} ({said}))" in capsys.readouterr().out
+    other = "random" if backend == "heuristic" else "heuristic"
+    assert annotate_pairs.main(cli(tmp_path, "--backend", other)) == 2
+    err = capsys.readouterr().err
+    assert f"(4 pairs by backend {backend} ({said})); this run is backend {other} (" in err and "Llama" not in err
+
+
+def test_a_stand_in_record_that_names_a_model_is_read_as_naming_none(tmp_path) -> None:
+    """Metadata that gave the stand-in --model's name: a resume by the same stand-in goes on (the same annotator),
+    and the metadata it rewrites names no model."""
+    write_dataset(tmp_path, "descender", make_dataset(4))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic")) == 0
+    pref = tmp_path / "preference"
+    path, chunk = pref / "llama3_descender_default.npy", pref / "llama3_descender_default.chunk0of1.npy"
+    labels = load_preferences(path, 4)
+    labels[2:] = UNKNOWN
+    for p in (path, chunk):
+        save_preferences(p, labels)
+    for p in pref.glob("*.json"):
+        meta = json.loads(p.read_text())
+        named = {"model": "meta-llama/Llama-3.1-70B-Instruct"}
+        meta.pop("labelled_by")
+        meta.update(named, sources=[{k: v for k, v in {**s, **named}.items() if k != "labelled_by"}
+                                    for s in meta["sources"]])
+        p.write_text(json.dumps(meta))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic")) == 0
+    for p in pref.glob("*.json"):
+        meta = json.loads(p.read_text())
+        assert meta["model"] is None and meta["sources"] == [
+            {"backend": "heuristic", "model": None, "labelled_by": "rule-based stand-in, no language model",
+             "stand_in": True, "pairs": [[0, 4]]}]
 
 
 def test_resuming_with_another_annotator_is_refused_unless_mixing_is_allowed(tmp_path, capsys) -> None:
