@@ -57,6 +57,7 @@ import json
 import logging
 import os
 import random as _random
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -849,7 +850,7 @@ def check_installed(backend: str, model: str) -> None:
     its optional package and, for a named local model, the package that carries the file.
     :class:`MissingBackendPackageError` saying what to install (a pipeline checks this before its first phase)."""
     module, install = _OPTIONAL_MODULES.get(BACKEND_ALIASES.get(backend, backend), (None, ""))
-    if module is not None and importlib.util.find_spec(module) is None:
+    if module is not None and module not in sys.modules and importlib.util.find_spec(module) is None:
         raise MissingBackendPackageError(install)
     if backend in ("llamacpp", "transformers", "hf-local") and is_local_model(model):
         _local_file(model)

@@ -27,7 +27,10 @@ pairs ``[i*P//n, (i+1)*P//n)`` and writes only its own files in ``state_dir`` (b
 
 Both are saved atomically (temp file + rename) every ``flushing_freq`` batches, at the
 end and when the run stops on an error, so a killed run loses at most the batches since
-the last flush. A rerun resumes: pairs labelled 0-2 are skipped, 3s are tried again.
+the last flush. A run holds ``{annotator}.chunk{i}of{n}.lock`` (:mod:`common.run_lock`) from
+before it reads the chunk until it ends: a second run of the same chunk into the same folder
+is refused at once, naming the first (pid, host, start); a lock left by a killed run is
+taken over. A rerun resumes: pairs labelled 0-2 are skipped, 3s are tried again.
 When every chunk of the run is complete, the chunks are concatenated into
 ``{preference_dir}/{annotator}.npy`` (the last chunk to finish does it; ``merge=True`` does only that).
 A final file that exists when a chunk starts (this project's or Motif's own) is resumed from:
@@ -68,6 +71,7 @@ from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
 from common.flag_checks import FlagError, at_least, check_llm_client
+from common.run_lock import LockHeldError, RunLock
 from common.llm import (
     CHOICE_BACKENDS,
     DEFAULT_MODEL,
@@ -76,6 +80,7 @@ from common.llm import (
     Completion,
     backend_list,
     check_backend_name,
+    check_installed,
     make_backend,
 )
 from common.vocabulary import skill_index
@@ -330,6 +335,12 @@ def chunk_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, 
 
 def chunk_meta_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:
     return Path(state_dir) / f"{annotator}.chunk{chunk_number}of{n_chunks}.json"
+
+
+def chunk_lock_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:
+    """The lock a run holds on its chunk while it works (:mod:`common.run_lock`): there while it runs, or left
+    by a run that was killed (the next run takes it over)."""
+    return Path(state_dir) / f"{annotator}.chunk{chunk_number}of{n_chunks}.lock"
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -731,7 +742,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         raise AnnotationError(str(exc)) from None
     source, builder = _prepare(cfg)
     num_pairs = source.num_pairs
-    start, end = chunk_bounds(num_pairs, cfg.n_chunks, cfg.chunk_number)
+    chunk_bounds(num_pairs, cfg.n_chunks, cfg.chunk_number)  # a chunk out of range: refused before any file
     fingerprint = source.fingerprint()
     data_path = source.path
     final_dtype = np.int8 if cfg.layout == "motif" else np.int32  # Motif writes int8 labels
@@ -752,6 +763,29 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         return AnnotationSummary(ann, "merge", num_pairs, num_pairs, 0, 0, 0, 0.0, label_counts(merged),
                                  str(final_path(pdir, ann)), merged, layout=cfg.layout)
 
+    if backend is None:  # a missing package (vLLM, llama.cpp): refused before the lock makes any folder
+        check_installed(cfg.backend, cfg.model)
+    lock = chunk_lock_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
+    try:
+        held = RunLock(lock).acquire()
+    except LockHeldError as exc:
+        raise AnnotationError(
+            f"another annotation of {ann} {tag} into {sdir} is running: {exc}; wait for it to finish (a rerun then "
+            "resumes), or write elsewhere: --preference_dir DIR or --custom_annotator_string NAME") from None
+    try:
+        return _annotate_held(cfg, backend, source, builder, fingerprint, merge_kwargs)
+    finally:
+        held.release()
+
+
+def _annotate_held(cfg: AnnotationConfig, backend: Backend | None, source: PairSource, builder: Any,
+                   fingerprint: str, merge_kwargs: dict[str, Any]) -> AnnotationSummary:
+    """:func:`annotate_chunk` once it holds the chunk's lock: from reading the chunk's labels to the merge."""
+    num_pairs = source.num_pairs
+    start, end = chunk_bounds(num_pairs, cfg.n_chunks, cfg.chunk_number)
+    data_path = source.path
+    tag = f"chunk {cfg.chunk_number} of {cfg.n_chunks}"
+    pdir, sdir, ann = cfg.preference_dir, cfg.work_dir, cfg.annotator
     labels = _initial_labels(cfg, num_pairs, start, end, fingerprint)
     cpath = chunk_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
     mpath = chunk_meta_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)

@@ -16,6 +16,7 @@ import pytest
 
 from common.llm import BackendError, OpenAIBackend, SamplingConfig, make_backend
 from common.nethack.messages import encode_message
+from common.run_lock import RunLock
 from rlaif import heuristic
 from rlaif.annotate import (
     TEST_DELAY_ENV,
@@ -23,7 +24,9 @@ from rlaif.annotate import (
     AnnotationError,
     annotate_chunk,
     chunk_bounds,
+    chunk_lock_path,
     chunk_path,
+    final_path,
     run_annotation,
 )
 from rlaif.captions import caption_sample
@@ -622,6 +625,67 @@ def test_two_chunks_running_at_once_lose_nothing(tmp_path) -> None:
     final = load_preferences(tmp_path / "preference" / "llama3_merchant_default.npy", num_pairs)
     np.testing.assert_array_equal(final, reference)
     assert (final != UNKNOWN).all()
+
+
+def test_an_annotation_while_another_holds_the_same_labels_is_refused_at_once(tmp_path, capsys) -> None:
+    """Two annotations into the same folder at once both did all the work: twice the LLM's cost."""
+    write_dataset(tmp_path, "descender", make_dataset(6))
+    pref = tmp_path / "preference"
+    lock = chunk_lock_path(pref, "llama3_descender_default", 0, 1)
+    with RunLock(lock):  # what a first run holds while it works
+        rc = annotate_pairs.main(cli(tmp_path, "--backend", "heuristic"))
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("error: ") and len(err.splitlines()) == 1
+        assert (f"another annotation of llama3_descender_default chunk 0 of 1 into {pref} is running: {lock} is held "
+                f"by pid {os.getpid()} on host {socket.gethostname()}, started ") in err
+        assert "--preference_dir" in err
+        assert sorted(p.name for p in pref.iterdir()) == [lock.name]  # nothing read, asked or written
+        # another chunk, or another annotator's labels, are other files: they run
+        assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", "--n_chunks", "2")) == 0
+        assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", "--custom_annotator_string", "other")) == 0
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic")) == 0
+    assert not list(pref.glob("*.lock"))  # each run removed its own lock file
+
+
+@pytest.mark.slow
+def test_a_second_process_is_refused_naming_the_first_and_a_killed_ones_lock_is_taken_over(tmp_path) -> None:
+    num_pairs = 40
+    write_dataset(tmp_path, "descender", make_dataset(num_pairs, seed=3))
+    reference = run_annotation(config(tmp_path, custom_annotator_string="reference"))
+    lock = chunk_lock_path(tmp_path / "preference", "llama3_descender_default", 0, 1)
+    cpath = chunk_path(tmp_path / "preference", "llama3_descender_default", 0, 1)
+    first = _spawn(tmp_path, "--batch_size", "2", "--flushing_freq", "1", delay=0.5)  # 10 s: killed below
+    try:
+        deadline = time.monotonic() + 30
+        # its first batch flushed (the log section first, then the labels)
+        while not (cpath.exists() and (np.load(cpath) != UNKNOWN).any()) and time.monotonic() < deadline:
+            assert first.poll() is None, "the first run ended before the second started"
+            time.sleep(0.02)
+        second = _spawn(tmp_path)
+        out, err = second.communicate(timeout=60)
+        assert first.poll() is None  # the second was refused while the first worked
+        first.send_signal(signal.SIGKILL)  # the lock file stays, with the first's record
+        first.wait()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        first.stdout.close()  # type: ignore[union-attr]
+        first.stderr.close()  # type: ignore[union-attr]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert second.returncode == 2 and out == "" and "Traceback" not in err and len(errors) == 1
+    assert f"held by pid {first.pid} on host {socket.gethostname()}" in errors[0]
+    assert json.loads(lock.read_text())["pid"] == first.pid
+    third = _spawn(tmp_path)
+    out, err = third.communicate(timeout=60)
+    assert third.returncode == 0, err
+    assert f"taking the lock over from pid {first.pid} on host {socket.gethostname()}" in err
+    np.testing.assert_array_equal(load_preferences(final_path(tmp_path / "preference", "llama3_descender_default")),
+                                  reference)
+    assert not lock.exists()
+    log = [json.loads(x) for x in (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()
+           if x.startswith("{") and x.endswith("}")]
+    assert len([r for r in log if "run" in r]) == 2  # the first's section and the third's: the second asked nothing
 
 
 # ------------------------------------------------------------------ vllm backend code path (stand-in module)
