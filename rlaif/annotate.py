@@ -14,7 +14,10 @@ Two dataset layouts (:mod:`rlaif.pair_sources`):
 
 Each prompt goes to a backend (:mod:`common.llm`), and the reply is parsed into a preference
 code (0 first, 1 second, 2 tie/neither, 3 unknown). A reply without a parseable answer gets one
-retry prompt; if that fails too the pair stays 3.
+retry prompt; if that fails too the pair stays 3. Each request is sampled with its own seed, made from
+``seed``, the pair's index and the attempt (:func:`pair_seeds`), so a fixed seed gives the same labels
+whatever the batch size, the chunking or the point a run resumed from (where the backend honours
+per-request seeds: :mod:`common.llm`).
 
 Chunks (for slurm arrays and parallel servers): with ``n_chunks = n``, chunk ``i`` owns
 pairs ``[i*P//n, (i+1)*P//n)`` and writes only its own files in ``state_dir`` (by default
@@ -82,6 +85,7 @@ from common.llm import (
     check_backend_name,
     check_installed,
     make_backend,
+    request_seed,
 )
 from common.vocabulary import skill_index
 from rlaif.dataset import DatasetError, ObservationDataset, find_dataset, load_dataset
@@ -689,6 +693,12 @@ class _ConversationLog:
             self._fh = None
 
 
+def pair_seeds(seed: int | None, pairs: np.ndarray, attempt: int) -> list[int] | None:
+    """The sampling seed of each pair's request (``attempt`` 0: the question, 1: the retry), from ``--seed`` and the
+    pair's index alone: the same labels whatever ``--batch_size``, chunking or resume point. None without a seed."""
+    return None if seed is None else [request_seed(seed, int(p), attempt) for p in pairs]
+
+
 def labels_model(cfg: AnnotationConfig) -> str | None:
     """The model a run's labels are recorded under: None for a backend that calls no model (whatever ``--model``
     says); labels asked another way (``answer_mode``) are another annotator's, for the mixing check and the
@@ -853,12 +863,13 @@ def _annotate_held(cfg: AnnotationConfig, backend: Backend | None, source: PairS
                 asked = [j for j, (c1, c2) in enumerate(caps_list) if not (source.decides_identical and c1 == c2)]
                 identical += len(pairs) - len(asked)
                 convs = [builder.conversation(*caps_list[j]) for j in asked]
+                seeds = pair_seeds(cfg.seed, pairs[asked], attempt=0)
                 if not convs:
                     done: list[Completion] = []
                 elif cfg.answer_mode == "constrained":
-                    done = backend.complete_choice(convs, ANSWER_CHOICES)
+                    done = backend.complete_choice(convs, ANSWER_CHOICES, seeds=seeds)
                 else:
-                    done = backend.complete(convs)
+                    done = backend.complete(convs, seeds=seeds)
                 tokens.add(done)
                 texts = [c.text for c in done]
                 if len(texts) != len(convs):
@@ -870,8 +881,9 @@ def _annotate_held(cfg: AnnotationConfig, backend: Backend | None, source: PairS
                 if bad and cfg.retry_unparseable:
                     retried += len(bad)
                     again = [builder.retry_conversation(convs[k], texts[k]) for k in bad]
-                    done = (backend.complete_choice(again, ANSWER_CHOICES) if cfg.answer_mode == "constrained_retry"
-                            else backend.complete(again))
+                    seeds = pair_seeds(cfg.seed, pairs[[asked[k] for k in bad]], attempt=1)
+                    done = (backend.complete_choice(again, ANSWER_CHOICES, seeds=seeds)
+                            if cfg.answer_mode == "constrained_retry" else backend.complete(again, seeds=seeds))
                     tokens.add(done)
                     second = [c.text for c in done]
                     for k, text in zip(bad, second):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.llm import BackendError, OpenAIBackend, SamplingConfig, make_backend
+from common.llm import Backend, BackendError, OpenAIBackend, SamplingConfig, make_backend, request_seed
 from common.nethack.messages import encode_message
 from common.run_lock import RunLock
 from rlaif import heuristic
@@ -285,7 +285,9 @@ def test_damaged_metadata_is_an_error_not_a_disabled_guard(tmp_path, damage) -> 
 # ------------------------------------------------------------------ transformers backend (tiny local model)
 
 
-def _tiny_model(path: Path, answer_token_first: bool) -> None:
+def _tiny_model(path: Path, answer_token_first: bool, answers: bool = False) -> None:
+    """``answer_token_first``: token 0 is "Answer: 1" and every logit is equal; ``answers``: the three answer lines
+    are tokens among 20 words, under random weights (a reply is a random draw that can be an answer)."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -296,7 +298,9 @@ def _tiny_model(path: Path, answer_token_first: bool) -> None:
         special.insert(0, "Answer: 1")
     else:  # random output cannot spell an answer
         words = [w for w in words if not w.lower().startswith("answer")]
-    vocab = {tok: i for i, tok in enumerate(special + words[:200])}
+    if answers:
+        special += ["Answer: 1", "Answer: 2", "Answer: none"]
+    vocab = {tok: i for i, tok in enumerate(special + words[:20 if answers else 200])}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     fast = PreTrainedTokenizerFast(
@@ -340,6 +344,20 @@ def test_transformers_backend_with_a_tiny_local_model(tmp_path, answer_token_fir
         assert all(len(r["replies"]) == 2 for r in records)
 
 
+@pytest.mark.slow
+def test_transformers_labels_at_a_fixed_seed_do_not_depend_on_the_batch_size_or_a_resume(tmp_path) -> None:
+    """transformers sampled every row from one global generator, seeded once: a pair's reply depended on the batch
+    it came in and on the batches before it."""
+    model_dir = tmp_path / "tiny"
+    _tiny_model(model_dir, answer_token_first=False, answers=True)
+    write_dataset(tmp_path, "descender", make_dataset(20))
+    kw = dict(backend="transformers", model=str(model_dir), temperature=1.0, max_tokens=3, seed=5)
+    backend = make_backend("transformers", model=str(model_dir), device="cpu", temperature=1.0, max_tokens=3)
+    labels = _same_labels_at_any_batch_size_and_resume(tmp_path, backend, **kw)
+    assert len({tuple(r) for r in _replies(tmp_path, "b1").values()}) > 10  # sampled: the replies differ by pair
+    assert (labels != UNKNOWN).any()
+
+
 # ------------------------------------------------------------------ openai and hf backends (local fake server)
 
 _SCENARIOS = ["good1", "good2", "tie", "retry", "garbage", "flaky", "slow"]
@@ -360,7 +378,12 @@ def test_remote_backends_against_a_scripted_server(tmp_path, backend) -> None:
     assert summary.retried == 2 and summary.unparseable == 1  # "retry" and "garbage"
     body = server.requests[0]
     assert body["model"] == "fake-model" and body["temperature"] == 0.1 and body["top_p"] == 0.95
-    assert body["messages"][0]["role"] == "system" and body["seed"] == 7
+    assert body["messages"][0]["role"] == "system"
+    # each request's seed comes from --seed, its pair's index and the attempt (the retry is attempt 1)
+    retry = [b for b in server.requests if len(b["messages"]) == 4]
+    assert {b["seed"] for b in server.requests} - {b["seed"] for b in retry} == \
+        {request_seed(7, pair, 0) for pair in range(len(_SCENARIOS))}
+    assert {b["seed"] for b in retry} == {request_seed(7, _SCENARIOS.index(s), 1) for s in ("retry", "garbage")}
     if backend == "openai":
         assert body["top_k"] == 50
 
@@ -688,6 +711,67 @@ def test_a_second_process_is_refused_naming_the_first_and_a_killed_ones_lock_is_
     assert len([r for r in log if "run" in r]) == 2  # the first's section and the third's: the second asked nothing
 
 
+class _CtrlCAfter(Backend):
+    """A real backend that Ctrl-C stops after ``batches`` calls, as a user would."""
+
+    def __init__(self, inner: Backend, batches: int) -> None:
+        self.inner, self.batches = inner, batches
+
+    def _call(self) -> None:
+        if self.batches == 0:
+            raise KeyboardInterrupt
+        self.batches -= 1
+
+    def complete(self, conversations, seeds=None):
+        self._call()
+        return self.inner.complete(conversations, seeds=seeds)
+
+    def complete_choice(self, conversations, choices, seeds=None):
+        self._call()
+        return self.inner.complete_choice(conversations, choices, seeds=seeds)
+
+
+def _replies(root: Path, annotator: str) -> dict[int, list[str]]:
+    """Each pair's replies in the conversation log of ``annotator``."""
+    lines = (root / "logs" / f"{annotator}.chunk0.jsonl").read_text().splitlines()
+    return {r["pair"]: r["replies"] for r in map(json.loads, lines) if "pair" in r}
+
+
+def _same_labels_at_any_batch_size_and_resume(root: Path, interrupted: Backend, **kw) -> np.ndarray:
+    """Labels (and replies) of a fixed --seed at batch size 1, at 7, and stopped by Ctrl-C after two calls at batch
+    size 7 then resumed at 3 (which asks the pairs still unknown again): all the same. Returns the first run's
+    labels."""
+    straight = annotate_chunk(config(root, custom_annotator_string="b1", batch_size=1, **kw)).merged
+    assert annotate_chunk(config(root, custom_annotator_string="b7", batch_size=7, **kw)).merged.tolist() == \
+        straight.tolist()
+    stopped = config(root, custom_annotator_string="resumed", batch_size=7, **kw)
+    with pytest.raises(KeyboardInterrupt):
+        annotate_chunk(stopped, backend=_CtrlCAfter(interrupted, 2))
+    assert 0 < len(_replies(root, "resumed")) < 20  # stopped part way, its finished batches saved
+    stopped.batch_size = 3
+    assert annotate_chunk(stopped).merged.tolist() == straight.tolist()
+    replies = _replies(root, "b1")
+    assert _replies(root, "b7") == replies and _replies(root, "resumed") == replies
+    return straight
+
+
+@pytest.mark.parametrize("backend", ["random", "openai"])
+def test_labels_at_a_fixed_seed_do_not_depend_on_the_batch_size_or_a_resume(tmp_path, backend) -> None:
+    """At --seed 0, annotations differed with --batch_size and across a resume (5 of 20 pairs at temperature 0.1):
+    a sampling seed followed the batches. Each pair is now asked with its own seed, from --seed and its index."""
+    write_dataset(tmp_path, "descender", make_dataset(20, markers=["sample"]))
+    if backend == "random":
+        labels = _same_labels_at_any_batch_size_and_resume(tmp_path, make_backend("random"), backend="random", seed=11)
+    else:
+        with FakeChatServer() as server:
+            kw = dict(backend="openai", base_url=server.url, model="fake-model", seed=11)
+            labels = _same_labels_at_any_batch_size_and_resume(
+                tmp_path, make_backend("openai", base_url=server.url, model="fake-model"), **kw)
+            seeds = {json.dumps(b["messages"]): b["seed"] for b in server.requests}
+        assert len(set(seeds.values())) == len(seeds) == 20  # one seed per pair, the same in every run
+    assert len(set(labels.tolist())) > 1  # the answers vary from pair to pair
+
+
 # ------------------------------------------------------------------ vllm backend code path (stand-in module)
 
 
@@ -733,7 +817,10 @@ def test_vllm_backend_uses_tensor_parallel_sampling_params_and_chat_template(tmp
     summary = annotate_chunk(config(tmp_path, "ascender", backend="vllm", model="org/model", num_gpus=4, seed=3))
     assert summary.merged.tolist() == [SECOND] * 5
     assert calls["llm"] == {"model": "org/model", "tensor_parallel_size": 4, "seed": 3}
-    assert calls["params"].kw == {"temperature": 0.1, "top_p": 0.95, "top_k": 50, "max_tokens": 512, "seed": 3}
+    # one SamplingParams per prompt, each seeded from --seed and its pair's index
+    assert [params.kw for params in calls["params"]] == [
+        {"temperature": 0.1, "top_p": 0.95, "top_k": 50, "max_tokens": 512, "seed": request_seed(3, pair, 0)}
+        for pair in range(5)]
     assert calls["prompts"][0].startswith("system:") and calls["prompts"][0].endswith("|assistant:")
 
 
