@@ -382,19 +382,26 @@ class OpenAIBackend(Backend):
         if key:
             self._session.headers["Authorization"] = f"Bearer {key}"
         self._pool = ThreadPoolExecutor(max_workers=int(concurrency))
+        #: the model names the server lists at ``/models`` (read by the connection check); None: not known
+        self.served_models: list[str] | None = None
         if check_connection:
             self._check_connection()
 
     def _check_connection(self) -> None:
         base = self.url[: -len("/chat/completions")]
         try:
-            self._session.get(base + "/models", timeout=min(self.timeout, 10.0))
+            resp = self._session.get(base + "/models", timeout=min(self.timeout, 10.0))
         except self._requests.RequestException as exc:
             self.close()
             raise BackendError(
                 f"cannot reach the server at {base} ({exc.__class__.__name__}); start it (e.g. "
                 "'vllm serve MODEL') or fix --base_url"
             ) from exc
+        try:
+            ids = [str(m["id"]) for m in resp.json()["data"]] if resp.status_code == 200 else []
+        except (ValueError, KeyError, TypeError):
+            ids = []
+        self.served_models = ids or None
 
     def _payload(self, conv: Conversation, seed: int | None = None) -> dict[str, Any]:
         s = self.sampling

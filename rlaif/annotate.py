@@ -602,7 +602,15 @@ def _build_backend(cfg: AnnotationConfig, builder: Any = None) -> Backend:
         # template, the user's too) and answers in the version's format; other backends ignore these
         kwargs.update(prompt_parts=builder.parts, answer_key=builder.answer_key)
     kwargs.update(cfg.backend_kwargs)
-    return make_backend(cfg.backend, **kwargs)
+    backend = make_backend(cfg.backend, **kwargs)
+    served = getattr(backend, "served_models", None)
+    if served and cfg.model not in served:
+        # a server that ignores the request's model name (llama.cpp's) would answer with its own: the labels
+        # would be recorded under a model that did not make them
+        backend.close()
+        raise AnnotationError(f"--model {cfg.model}: the server at {cfg.base_url} serves {', '.join(served)}, not "
+                              "it; pass --model with the name it serves (the labels are recorded under --model)")
+    return backend
 
 
 def _prepare(cfg: AnnotationConfig) -> tuple[PairSource, Any]:

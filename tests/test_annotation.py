@@ -920,6 +920,19 @@ def test_a_stand_in_records_itself_and_no_language_model(tmp_path, capsys, backe
     assert f"(4 pairs by backend {backend} ({said})); this run is backend {other} (" in err and "Llama" not in err
 
 
+def test_a_model_the_server_does_not_serve_is_refused_before_anything_is_asked(tmp_path, capsys) -> None:
+    """A server that ignores the request's model name (llama.cpp's) answered with its own model, and the labels were
+    recorded under --model's default, a model that never labelled them."""
+    write_dataset(tmp_path, "descender", make_dataset(3))
+    with FakeChatServer() as server:  # serves "fake-model"
+        rc = annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", server.url))
+        err = capsys.readouterr().err
+        assert not server.requests
+    assert rc == 2 and err.startswith("error: ") and len(err.splitlines()) == 1
+    assert f"--model meta-llama/Llama-3.1-70B-Instruct: the server at {server.url} serves fake-model, not it" in err
+    assert not (tmp_path / "preference").exists()
+
+
 def test_a_stand_in_record_that_names_a_model_is_read_as_naming_none(tmp_path) -> None:
     """Metadata that gave the stand-in --model's name: a resume by the same stand-in goes on (the same annotator),
     and the metadata it rewrites names no model."""
