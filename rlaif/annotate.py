@@ -74,7 +74,6 @@ from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
 from common.flag_checks import FlagError, at_least, check_llm_client
-from common.run_lock import LockHeldError, RunLock
 from common.llm import (
     CHOICE_BACKENDS,
     DEFAULT_MODEL,
@@ -87,6 +86,7 @@ from common.llm import (
     make_backend,
     request_seed,
 )
+from common.run_lock import LockHeldError, RunLock
 from common.vocabulary import skill_index
 from rlaif.dataset import DatasetError, ObservationDataset, find_dataset, load_dataset
 from rlaif.motif_dataset import MotifLayoutError, open_motif_layout
