@@ -664,7 +664,7 @@ def _row_seeded_sampling(sampling: SamplingConfig, seeds: Sequence[int]) -> Any:
     trick). transformers' sampling draws every row from one global generator, so a reply would depend on the
     batch it came in and on the batches before it."""
     import torch  # lazy: heavy, and only this backend needs it
-    from transformers import (  # lazy, as above
+    from transformers import (  # lazy: heavy, and only this backend needs it
         LogitsProcessor,
         LogitsProcessorList,
         TemperatureLogitsWarper,
