@@ -36,6 +36,15 @@ and the list as ``structured_outputs.choice`` (vLLM's server), each server readi
 backends refuse with a :class:`BackendError` naming the ones that can. A small model that never ends its
 reply in the asked form (SmolLM2-135M) still gives usable labels this way; the paper's annotator needs none.
 
+Seeds per request: :meth:`Backend.complete` and :meth:`Backend.complete_choice` take ``seeds``, one sampling seed
+per conversation (:func:`request_seed` makes them from a run's seed and the request's place, e.g. a pair index),
+and a backend that samples draws each reply from its own seed alone, so a reply does not depend on the batch it
+came in nor on the requests before it: ``vllm`` (a ``SamplingParams`` per prompt), ``openai`` and ``hf`` (the
+request's ``seed``; reproducible where the server honours it, as vLLM's and llama.cpp's do), ``transformers`` (a
+generator per row), ``llamacpp`` (reseeded per reply) and ``random``. Without ``seeds``, ``SamplingConfig.seed``
+seeds every request alike (``vllm``, ``openai``, ``hf``) or the backend once when it is made (``transformers``,
+``llamacpp``, ``random``), and a reply then depends on the requests made before it.
+
 Token usage: :meth:`Backend.complete` returns :class:`Completion` objects, the reply with the
 prompt and completion token counts where the backend knows them exactly (``openai``: the server's
 ``usage``; ``hf``: the endpoint's ``usage``; ``vllm`` and ``transformers``: the tokenizer's counts;
@@ -52,11 +61,13 @@ behind the same two methods; splitting them would scatter what a reader compares
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import logging
 import os
 import random as _random
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -148,6 +159,19 @@ class Completion:
         return self.prompt_tokens is not None and self.completion_tokens is not None
 
 
+def request_seed(seed: int, *key: int) -> int:
+    """The sampling seed of one request, from a run's ``seed`` and the request's place (``key``: a pair's index,
+    its attempt): the same whatever batch the request goes in and wherever a run resumes. Below 2**31, which
+    every backend's seed takes."""
+    digest = hashlib.blake2b(repr((int(seed), *map(int, key))).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % 2**31
+
+
+def _check_seeds(conversations: Sequence[Conversation], seeds: Sequence[int] | None) -> None:
+    if seeds is not None and len(seeds) != len(conversations):
+        raise BackendError(f"{len(seeds)} seeds for {len(conversations)} conversations")
+
+
 class Backend:
     """Base class: ``generate(conversations) -> replies`` (one text per conversation)."""
 
@@ -156,12 +180,15 @@ class Backend:
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         raise NotImplementedError
 
-    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
+    def complete(self, conversations: Sequence[Conversation], seeds: Sequence[int] | None = None) -> list[Completion]:
         """The replies with their token counts; backends that know the counts override this
-        (the default reports none, so every backend keeps working)."""
+        (the default reports none, so every backend keeps working). ``seeds``: one sampling seed per
+        conversation (see the module's docstring); a backend that does not sample ignores them."""
+        _check_seeds(conversations, seeds)
         return [Completion(text) for text in self.generate(conversations)]
 
-    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str]) -> list[Completion]:
+    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str],
+                        seeds: Sequence[int] | None = None) -> list[Completion]:
         """Replies each of which is exactly one of ``choices`` (constrained decoding); backends that
         can constrain their decoding override this."""
         raise BackendError(
@@ -195,13 +222,21 @@ class RandomBackend(Backend):
         self._rng = _random.Random(seed)
         self.tie_probability = tie_probability
 
+    def _answer(self, r: float) -> str:
+        choice = "none" if r < self.tie_probability else ("1" if r < (1 + self.tie_probability) / 2 else "2")
+        return f"Random choice.\nAnswer: {choice}"
+
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
-        out = []
-        for _ in conversations:
-            r = self._rng.random()
-            choice = "none" if r < self.tie_probability else ("1" if r < (1 + self.tie_probability) / 2 else "2")
-            out.append(f"Random choice.\nAnswer: {choice}")
-        return out
+        return [self._answer(self._rng.random()) for _ in conversations]
+
+    def complete(self, conversations: Sequence[Conversation], seeds: Sequence[int] | None = None) -> list[Completion]:
+        _check_seeds(conversations, seeds)
+        if seeds is None:
+            return super().complete(conversations)
+        return [Completion(self._answer(_random.Random(seed).random())) for seed in seeds]
+
+    def describe(self) -> str:
+        return "random (random labels, no language model)"
 
 
 class ReplayBackend(Backend):
@@ -349,22 +384,30 @@ class OpenAIBackend(Backend):
         if key:
             self._session.headers["Authorization"] = f"Bearer {key}"
         self._pool = ThreadPoolExecutor(max_workers=int(concurrency))
+        #: the model names the server lists at ``/models`` (read by the connection check); None: not known
+        self.served_models: list[str] | None = None
         if check_connection:
             self._check_connection()
 
     def _check_connection(self) -> None:
         base = self.url[: -len("/chat/completions")]
         try:
-            self._session.get(base + "/models", timeout=min(self.timeout, 10.0))
+            resp = self._session.get(base + "/models", timeout=min(self.timeout, 10.0))
         except self._requests.RequestException as exc:
             self.close()
             raise BackendError(
                 f"cannot reach the server at {base} ({exc.__class__.__name__}); start it (e.g. "
                 "'vllm serve MODEL') or fix --base_url"
             ) from exc
+        try:
+            ids = [str(m["id"]) for m in resp.json()["data"]] if resp.status_code == 200 else []
+        except (ValueError, KeyError, TypeError):
+            ids = []
+        self.served_models = ids or None
 
-    def _payload(self, conv: Conversation) -> dict[str, Any]:
+    def _payload(self, conv: Conversation, seed: int | None = None) -> dict[str, Any]:
         s = self.sampling
+        seed = s.seed if seed is None else seed
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": conv,
@@ -374,19 +417,20 @@ class OpenAIBackend(Backend):
         }
         if s.top_k and s.top_k > 0:
             payload["top_k"] = s.top_k  # vLLM/TGI extension; pass --top_k 0 for servers that refuse it
-        if s.seed is not None:
-            payload["seed"] = s.seed
+        if seed is not None:
+            payload["seed"] = seed
         return payload
 
-    def _constrained_payload(self, conv: Conversation, choices: Sequence[str]) -> dict[str, Any]:
+    def _constrained_payload(self, conv: Conversation, choices: Sequence[str], seed: int | None = None) -> dict[str, Any]:
         """The request of a reply restricted to ``choices``: each server reads its own field and ignores the
         other's (llama.cpp's server a GBNF grammar, vLLM's a list)."""
-        return {**self._payload(conv), "grammar": choice_grammar(choices),
+        return {**self._payload(conv, seed), "grammar": choice_grammar(choices),
                 "structured_outputs": {"choice": list(choices)}}
 
-    def _one_completion(self, conv: Conversation, choices: Sequence[str] | None = None) -> Completion:
+    def _one_completion(self, conv: Conversation, choices: Sequence[str] | None = None,
+                        seed: int | None = None) -> Completion:
         requests = self._requests
-        payload = self._constrained_payload(conv, choices) if choices else self._payload(conv)
+        payload = self._constrained_payload(conv, choices, seed) if choices else self._payload(conv, seed)
 
         def call() -> Completion:
             resp = self._session.post(self.url, json=payload, timeout=self.timeout)
@@ -412,12 +456,17 @@ class OpenAIBackend(Backend):
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         return list(self._pool.map(self._one, conversations))
 
-    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
-        return list(self._pool.map(self._one_completion, conversations))
+    def complete(self, conversations: Sequence[Conversation], seeds: Sequence[int] | None = None) -> list[Completion]:
+        _check_seeds(conversations, seeds)
+        return list(self._pool.map(lambda conv, seed: self._one_completion(conv, seed=seed), conversations,
+                                   seeds or [None] * len(conversations)))
 
-    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str]) -> list[Completion]:
+    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str],
+                        seeds: Sequence[int] | None = None) -> list[Completion]:
         choice_grammar(choices)  # refuses an empty list before any request
-        return list(self._pool.map(lambda conv: self._one_completion(conv, choices), conversations))
+        _check_seeds(conversations, seeds)
+        return list(self._pool.map(lambda conv, seed: self._one_completion(conv, choices, seed), conversations,
+                                   seeds or [None] * len(conversations)))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -461,11 +510,12 @@ class HFInferenceBackend(Backend):
         self.backoff = backoff
         self._pool = ThreadPoolExecutor(max_workers=int(concurrency))
 
-    def _one_completion(self, conv: Conversation) -> Completion:
+    def _one_completion(self, conv: Conversation, seed: int | None = None) -> Completion:
         import requests
         from huggingface_hub.errors import HfHubHTTPError
 
         s = self.sampling
+        seed = s.seed if seed is None else seed
 
         def call() -> Completion:
             out = self._client.chat_completion(
@@ -474,7 +524,7 @@ class HFInferenceBackend(Backend):
                 max_tokens=s.max_tokens,
                 temperature=s.temperature,
                 top_p=s.top_p,
-                seed=s.seed,
+                seed=seed,
             )
             return Completion(out.choices[0].message.content or "", *_usage_counts(getattr(out, "usage", None)))
 
@@ -492,8 +542,9 @@ class HFInferenceBackend(Backend):
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         return list(self._pool.map(self._one, conversations))
 
-    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
-        return list(self._pool.map(self._one_completion, conversations))
+    def complete(self, conversations: Sequence[Conversation], seeds: Sequence[int] | None = None) -> list[Completion]:
+        _check_seeds(conversations, seeds)
+        return list(self._pool.map(self._one_completion, conversations, seeds or [None] * len(conversations)))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -557,21 +608,24 @@ class TransformersBackend(Backend):
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         return [c.text for c in self.complete(conversations)]
 
-    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
-        return self._complete(conversations, None)
+    def complete(self, conversations: Sequence[Conversation], seeds: Sequence[int] | None = None) -> list[Completion]:
+        _check_seeds(conversations, seeds)
+        return self._complete(conversations, None, seeds)
 
-    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str]) -> list[Completion]:
+    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str],
+                        seeds: Sequence[int] | None = None) -> list[Completion]:
         """transformers' ``prefix_allowed_tokens_fn``: each step may only continue one of the choices' token
         sequences, then end the turn."""
         choice_grammar(choices)  # refuses an empty list
+        _check_seeds(conversations, seeds)
         tok = self.tokenizer
         sequences = [tok(c, add_special_tokens=False)["input_ids"] for c in choices]
         end = self.model.generation_config.eos_token_id
         end = end[0] if isinstance(end, (list, tuple)) else end
-        return self._complete(conversations, (sequences, int(end)))
+        return self._complete(conversations, (sequences, int(end)), seeds)
 
-    def _complete(self, conversations: Sequence[Conversation],
-                  restrict: tuple[list[list[int]], int] | None) -> list[Completion]:
+    def _complete(self, conversations: Sequence[Conversation], restrict: tuple[list[list[int]], int] | None,
+                  seeds: Sequence[int] | None = None) -> list[Completion]:
         torch, tok, s = self._torch, self.tokenizer, self.sampling
         texts = [_chat_text(tok, c) for c in conversations]
         batch = tok(
@@ -583,7 +637,11 @@ class TransformersBackend(Backend):
             start = batch["input_ids"].shape[1]  # left padding: every row's reply starts here
 
             kwargs["prefix_allowed_tokens_fn"] = lambda _, ids: next_choice_tokens(sequences, ids[start:].tolist(), end)
-        if s.temperature > 0:
+        if s.temperature > 0 and seeds is not None:
+            # greedy decoding of the sampled scores of _row_seeded_sampling: each row draws from its own seed
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None,
+                          logits_processor=_row_seeded_sampling(s, seeds))
+        elif s.temperature > 0:
             kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None)
         else:
             kwargs.update(do_sample=False)
@@ -599,6 +657,42 @@ class TransformersBackend(Backend):
 
     def describe(self) -> str:
         return f"transformers ({self.model_name} on {self.device})"
+
+
+def _row_seeded_sampling(sampling: SamplingConfig, seeds: Sequence[int]) -> Any:
+    """transformers logits processors that sample each row of a batch from its own generator, seeded with its
+    entry of ``seeds``: the warpers of transformers' own sampling (temperature, top-k, top-p), then Gumbel noise
+    drawn from the row's generator, so that the greedy pick is a sample of the warped distribution (the Gumbel-max
+    trick). transformers' sampling draws every row from one global generator, so a reply would depend on the
+    batch it came in and on the batches before it."""
+    import torch  # lazy: heavy, and only this backend needs it
+    from transformers import (  # lazy: heavy, and only this backend needs it
+        LogitsProcessor,
+        LogitsProcessorList,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    class RowSeededGumbel(LogitsProcessor):
+        def __init__(self) -> None:
+            self.generators: list[Any] | None = None
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            if self.generators is None:  # on the device of the scores, known at the first step
+                self.generators = [torch.Generator(device=scores.device).manual_seed(int(seed)) for seed in seeds]
+            tiny = torch.finfo(torch.float32).tiny
+            # -log E with E ~ Exp(1) is Gumbel(0, 1); E never 0, so a masked (-inf) token stays masked
+            exp = torch.stack([torch.empty(scores.shape[-1], dtype=torch.float32, device=scores.device)
+                               .exponential_(generator=g).clamp_min_(tiny) for g in self.generators])
+            return scores.float() - exp.log()
+
+    processors: list[Any] = [TemperatureLogitsWarper(sampling.temperature)]
+    if sampling.top_k and sampling.top_k > 0:
+        processors.append(TopKLogitsWarper(sampling.top_k))
+    if sampling.top_p < 1.0:
+        processors.append(TopPLogitsWarper(sampling.top_p))
+    return LogitsProcessorList([*processors, RowSeededGumbel()])
 
 
 def _local_file(model: str) -> Path:
@@ -659,27 +753,30 @@ class LlamaCppBackend(Backend):
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         return [c.text for c in self.complete(conversations)]
 
-    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
-        return self._complete(conversations, None)
+    def complete(self, conversations: Sequence[Conversation], seeds: Sequence[int] | None = None) -> list[Completion]:
+        _check_seeds(conversations, seeds)
+        return self._complete(conversations, None, seeds)
 
-    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str]) -> list[Completion]:
+    def complete_choice(self, conversations: Sequence[Conversation], choices: Sequence[str],
+                        seeds: Sequence[int] | None = None) -> list[Completion]:
         import llama_cpp  # lazy: optional (llama-cpp-python); __init__ has checked it is there
 
         choice_grammar(choices)  # refuses an empty list
+        _check_seeds(conversations, seeds)
         # Not llama.cpp's GBNF grammar: its sampler took 3.6 s per 4-token reply here (it matches all 49k
         # vocabulary entries at every step); masking the logits to the choices' own tokens takes 0.08 s.
         sequences = [self._llm.tokenize(c.encode("utf-8"), add_bos=False, special=False) for c in choices]
         return self._complete(conversations, lambda: llama_cpp.LogitsProcessorList(
-            [_TokenChoices(sequences, self._llm.token_eos())]))
+            [_TokenChoices(sequences, self._llm.token_eos())]), seeds)
 
-    def _complete(self, conversations: Sequence[Conversation],
-                  processors: Callable[[], Any] | None) -> list[Completion]:
+    def _complete(self, conversations: Sequence[Conversation], processors: Callable[[], Any] | None,
+                  seeds: Sequence[int] | None = None) -> list[Completion]:
         s, out = self.sampling, []
-        for conv in conversations:
-            try:
+        for conv, seed in zip(conversations, seeds or [None] * len(conversations)):
+            try:  # seed=None: the sampler goes on from the reply before
                 r = self._llm.create_chat_completion(
                     messages=conv, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_tokens,
-                    logits_processor=processors() if processors else None,
+                    logits_processor=processors() if processors else None, seed=seed,
                 )
             except ValueError as exc:  # llama.cpp's "Requested tokens (...) exceed context window"
                 raise BackendError(f"{self.describe()}: {exc}") from exc
@@ -765,20 +862,25 @@ class VLLMBackend(Backend):
         self.sampling = sampling or SamplingConfig()
         s = self.sampling
         self._llm = vllm.LLM(model=model, tensor_parallel_size=num_gpus, seed=s.seed or 0, **engine)
-        self._params = vllm.SamplingParams(
-            temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k else -1, max_tokens=s.max_tokens, seed=s.seed
-        )
+        self._sampling_params = vllm.SamplingParams
+        self._param_fields = dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k else -1,
+                                  max_tokens=s.max_tokens)
+        self._params = vllm.SamplingParams(**self._param_fields, seed=s.seed)
         self._tokenizer = self._llm.get_tokenizer()
         self.model_name = model
 
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         return [c.text for c in self.complete(conversations)]
 
-    def complete(self, conversations: Sequence[Conversation]) -> list[Completion]:
+    def complete(self, conversations: Sequence[Conversation], seeds: Sequence[int] | None = None) -> list[Completion]:
+        _check_seeds(conversations, seeds)
         # token ids as the server builds them (chat_prompt_token_ids), so that offline and served judges read
         # the same input; a dict with "prompt_token_ids" is vLLM's TokensPrompt
         prompts = [{"prompt_token_ids": chat_prompt_token_ids(self._tokenizer, c)} for c in conversations]
-        outputs = self._llm.generate(prompts, self._params, use_tqdm=False)
+        # one SamplingParams per prompt: vLLM seeds a request's own generator with its params' seed
+        params = self._params if seeds is None else [self._sampling_params(**self._param_fields, seed=seed)
+                                                     for seed in seeds]
+        outputs = self._llm.generate(prompts, params, use_tqdm=False)
         out = []
         for o in outputs:
             prompt_ids, new_ids = getattr(o, "prompt_token_ids", None), getattr(o.outputs[0], "token_ids", None)
@@ -851,7 +953,7 @@ def check_installed(backend: str, model: str) -> None:
     its optional package and, for a named local model, the package that carries the file.
     :class:`MissingBackendPackageError` saying what to install (a pipeline checks this before its first phase)."""
     module, install = _OPTIONAL_MODULES.get(BACKEND_ALIASES.get(backend, backend), (None, ""))
-    if module is not None and importlib.util.find_spec(module) is None:
+    if module is not None and module not in sys.modules and importlib.util.find_spec(module) is None:
         raise MissingBackendPackageError(install)
     if backend in ("llamacpp", "transformers", "hf-local") and is_local_model(model):
         _local_file(model)

@@ -14,7 +14,10 @@ Two dataset layouts (:mod:`rlaif.pair_sources`):
 
 Each prompt goes to a backend (:mod:`common.llm`), and the reply is parsed into a preference
 code (0 first, 1 second, 2 tie/neither, 3 unknown). A reply without a parseable answer gets one
-retry prompt; if that fails too the pair stays 3.
+retry prompt; if that fails too the pair stays 3. Each request is sampled with its own seed, made from
+``seed``, the pair's index and the attempt (:func:`pair_seeds`), so a fixed seed gives the same labels
+whatever the batch size, the chunking or the point a run resumed from (where the backend honours
+per-request seeds: :mod:`common.llm`).
 
 Chunks (for slurm arrays and parallel servers): with ``n_chunks = n``, chunk ``i`` owns
 pairs ``[i*P//n, (i+1)*P//n)`` and writes only its own files in ``state_dir`` (by default
@@ -27,7 +30,10 @@ pairs ``[i*P//n, (i+1)*P//n)`` and writes only its own files in ``state_dir`` (b
 
 Both are saved atomically (temp file + rename) every ``flushing_freq`` batches, at the
 end and when the run stops on an error, so a killed run loses at most the batches since
-the last flush. A rerun resumes: pairs labelled 0-2 are skipped, 3s are tried again.
+the last flush. A run holds ``{annotator}.chunk{i}of{n}.lock`` (:mod:`common.run_lock`) from
+before it reads the chunk until it ends: a second run of the same chunk into the same folder
+is refused at once, naming the first (pid, host, start); a lock left by a killed run is
+taken over. A rerun resumes: pairs labelled 0-2 are skipped, 3s are tried again.
 When every chunk of the run is complete, the chunks are concatenated into
 ``{preference_dir}/{annotator}.npy`` (the last chunk to finish does it; ``merge=True`` does only that).
 A final file that exists when a chunk starts (this project's or Motif's own) is resumed from:
@@ -41,8 +47,10 @@ is replaced only when the new run merges. In a slurm array started with it, a ch
 finishes before another has even started may merge with that chunk's older complete file;
 run ``merge=True`` (``--merge``) once the whole array is done to be sure.
 ``{state_dir}/{annotator}.meta.json`` (written by the merge) records the dataset size and
-fingerprint of the final file and the backend, so a rerun on a different dataset of the same size
-is refused too, and a file of stand-in labels can be told from an LLM's.
+fingerprint of the final file and who labelled it (backend, model, ``labelled_by``), so a rerun on a
+different dataset of the same size is refused too, and a file of stand-in labels can be told from an LLM's:
+a backend that calls no language model (``heuristic``, ``random``) is recorded with ``"model": null``,
+whatever ``--model`` says.
 
 Test-only: the environment variable ``RLAIF_ANNOTATE_TEST_DELAY`` (seconds) makes the
 loop sleep after every batch, so tests can kill a run at a known point. Leave it unset.
@@ -74,8 +82,11 @@ from common.llm import (
     Completion,
     backend_list,
     check_backend_name,
+    check_installed,
     make_backend,
+    request_seed,
 )
+from common.run_lock import LockHeldError, RunLock
 from common.vocabulary import skill_index
 from rlaif.dataset import DatasetError, ObservationDataset, find_dataset, load_dataset
 from rlaif.motif_dataset import MotifLayoutError, open_motif_layout
@@ -338,6 +349,12 @@ def chunk_meta_path(state_dir: str | os.PathLike, annotator: str, chunk_number: 
     return Path(state_dir) / f"{annotator}.chunk{chunk_number}of{n_chunks}.json"
 
 
+def chunk_lock_path(state_dir: str | os.PathLike, annotator: str, chunk_number: int, n_chunks: int) -> Path:
+    """The lock a run holds on its chunk while it works (:mod:`common.run_lock`): there while it runs, or left
+    by a run that was killed (the next run takes it over)."""
+    return Path(state_dir) / f"{annotator}.chunk{chunk_number}of{n_chunks}.lock"
+
+
 def _read_json(path: Path) -> dict[str, Any] | None:
     """An annotation metadata file, None when it does not exist.
 
@@ -374,7 +391,15 @@ def load_annotation_dataset(directory: str | os.PathLike, goal_key: str) -> tupl
     return dataset, path
 
 
+#: the backends whose labels no language model made: a rule-based or random stand-in for it
 STAND_IN_BACKENDS = ("heuristic", "random")
+#: what labels with each backend that calls no language model; their runs record ``"model": null`` and this,
+#: whatever ``--model`` says (it names no model that labelled)
+NO_MODEL_BACKENDS: dict[str, str] = {
+    "heuristic": "rule-based stand-in, no language model",
+    "random": "random labels, no language model",
+    "replay": "replies replayed from a recorded transcript, no language model called",
+}
 
 
 def pair_ranges(indices: np.ndarray) -> list[list[int]]:
@@ -388,8 +413,21 @@ def pair_ranges(indices: np.ndarray) -> list[list[int]]:
     return [[int(a), int(b)] for a, b in zip(starts, ends)]
 
 
-def _source(backend: str, model: str, ranges: list[list[int]]) -> dict[str, Any]:
-    return {"backend": backend, "model": model, "stand_in": backend in STAND_IN_BACKENDS, "pairs": ranges}
+def labelled_by(backend: str, model: str | None) -> str:
+    """Who made labels of ``backend`` and ``model``, for the metadata and every message that quotes it: what
+    labels instead of a model for a backend that calls none, else the model."""
+    return NO_MODEL_BACKENDS.get(backend) or f"language model {model}"
+
+
+def _who(backend: str, model: str | None) -> str:
+    """``backend heuristic (rule-based stand-in, no language model)`` / ``backend openai (model m)``."""
+    return f"backend {backend} ({NO_MODEL_BACKENDS.get(backend) or f'model {model}'})"
+
+
+def _source(backend: str, model: str | None, ranges: list[list[int]]) -> dict[str, Any]:
+    model = None if backend in NO_MODEL_BACKENDS else model  # a record naming a model for such a backend names none
+    return {"backend": backend, "model": model, "labelled_by": labelled_by(backend, model),
+            "stand_in": backend in STAND_IN_BACKENDS, "pairs": ranges}
 
 
 def _sources_of(meta: dict[str, Any] | None, labels: np.ndarray, start: int) -> list[dict[str, Any]]:
@@ -404,12 +442,13 @@ def _sources_of(meta: dict[str, Any] | None, labels: np.ndarray, start: int) -> 
             claimed = np.concatenate([np.arange(a, b) for a, b in src.get("pairs", [])] or [np.zeros(0, np.int64)])
             kept = pair_ranges(np.intersect1d(claimed, known))
             if kept:
-                out.append({**src, "pairs": kept})
+                out.append({**src, **_source(src.get("backend", "unknown"), src.get("model"), kept)})
         return out
     return [_source(meta.get("backend", "unknown"), meta.get("model", "unknown"), pair_ranges(known))] if known.size else []
 
 
-def _with_run(sources: list[dict[str, Any]], backend: str, model: str, new_pairs: np.ndarray) -> list[dict[str, Any]]:
+def _with_run(sources: list[dict[str, Any]], backend: str, model: str | None,
+              new_pairs: np.ndarray) -> list[dict[str, Any]]:
     """``sources`` plus this run's newly labelled pairs (one entry per consecutive backend and model)."""
     out = [dict(src) for src in sources]
     if new_pairs.size == 0:
@@ -423,18 +462,21 @@ def _with_run(sources: list[dict[str, Any]], backend: str, model: str, new_pairs
 
 
 def provenance(sources: list[dict[str, Any]], num_pairs: int) -> dict[str, Any]:
-    """The metadata fields that say who made the labels: one backend and model, or "mixed", whether any
-    came from a rule-based stand-in and what share of the pairs it labelled."""
+    """The metadata fields that say who made the labels: one backend and model (None for a backend that calls no
+    model), or "mixed", who that is in words (``labelled_by``), whether any came from a rule-based stand-in and
+    what share of the pairs it labelled."""
     def count(src: dict[str, Any]) -> int:
         return sum(b - a for a, b in src.get("pairs", []))
 
     used = [src for src in sources if count(src)]
     backends = sorted({src["backend"] for src in used})
-    models = sorted({src["model"] for src in used})
+    models = {src["model"] for src in used}  # None: a backend that calls no model
+    makers = sorted({src["labelled_by"] for src in used})
     stand_in_pairs = sum(count(src) for src in used if src.get("stand_in"))
     return {
         "backend": backends[0] if len(backends) == 1 else ("mixed" if backends else None),
-        "model": models[0] if len(models) == 1 else ("mixed" if models else None),
+        "model": next(iter(models)) if len(models) == 1 else ("mixed" if models else None),
+        "labelled_by": makers[0] if len(makers) == 1 else ("mixed: see sources" if makers else None),
         "sources": used,
         "stand_in": bool(stand_in_pairs),
         "stand_in_share": stand_in_pairs / num_pairs if num_pairs else 0.0,
@@ -568,7 +610,15 @@ def _build_backend(cfg: AnnotationConfig, builder: Any = None) -> Backend:
         # template, the user's too) and answers in the version's format; other backends ignore these
         kwargs.update(prompt_parts=builder.parts, answer_key=builder.answer_key)
     kwargs.update(cfg.backend_kwargs)
-    return make_backend(cfg.backend, **kwargs)
+    backend = make_backend(cfg.backend, **kwargs)
+    served = getattr(backend, "served_models", None)
+    if served and cfg.model not in served:
+        # a server that ignores the request's model name (llama.cpp's) would answer with its own: the labels
+        # would be recorded under a model that did not make them
+        backend.close()
+        raise AnnotationError(f"--model {cfg.model}: the server at {cfg.base_url} serves {', '.join(served)}, not "
+                              "it; pass --model with the name it serves (the labels are recorded under --model)")
+    return backend
 
 
 def _prepare(cfg: AnnotationConfig) -> tuple[PairSource, Any]:
@@ -659,14 +709,23 @@ class _ConversationLog:
             self._fh = None
 
 
-def labels_model(cfg: AnnotationConfig) -> str:
-    """The model a run's labels are recorded under: labels asked another way (``answer_mode``) are another
-    annotator's, for the mixing check and the provenance."""
+def pair_seeds(seed: int | None, pairs: np.ndarray, attempt: int) -> list[int] | None:
+    """The sampling seed of each pair's request (``attempt`` 0: the question, 1: the retry), from ``--seed`` and the
+    pair's index alone: the same labels whatever ``--batch_size``, chunking or resume point. None without a seed."""
+    return None if seed is None else [request_seed(seed, int(p), attempt) for p in pairs]
+
+
+def labels_model(cfg: AnnotationConfig) -> str | None:
+    """The model a run's labels are recorded under: None for a backend that calls no model (whatever ``--model``
+    says); labels asked another way (``answer_mode``) are another annotator's, for the mixing check and the
+    provenance."""
+    if cfg.backend in NO_MODEL_BACKENDS:
+        return None
     return cfg.model if cfg.answer_mode == "release" else f"{cfg.model} ({cfg.answer_mode} answers)"
 
 
 def _held_by(sources: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{sum(b - a for a, b in src['pairs'])} pairs by backend {src['backend']} (model {src['model']})"
+    return "; ".join(f"{sum(b - a for a, b in src['pairs'])} pairs by {_who(src['backend'], src['model'])}"
                      for src in sources)
 
 
@@ -678,7 +737,7 @@ def _check_same_annotator(cfg: AnnotationConfig, sources: list[dict[str, Any]], 
     others = [src for src in sources if (src["backend"], src["model"]) != (cfg.backend, labels_model(cfg))]
     if not others or (cfg.allow_mixed_annotators and pending):
         return
-    this_run = f"this run is backend {cfg.backend} (model {labels_model(cfg)})"
+    this_run = f"this run is {_who(cfg.backend, labels_model(cfg))}"
     if not pending:
         raise AnnotationError(
             f"{final_path(cfg.preference_dir, cfg.annotator)} already holds labels of another annotator for every pair "
@@ -709,7 +768,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         raise AnnotationError(str(exc)) from None
     source, builder = _prepare(cfg)
     num_pairs = source.num_pairs
-    start, end = chunk_bounds(num_pairs, cfg.n_chunks, cfg.chunk_number)
+    chunk_bounds(num_pairs, cfg.n_chunks, cfg.chunk_number)  # a chunk out of range: refused before any file
     fingerprint = source.fingerprint()
     data_path = source.path
     final_dtype = np.int8 if cfg.layout == "motif" else np.int32  # Motif writes int8 labels
@@ -730,6 +789,29 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         return AnnotationSummary(ann, "merge", num_pairs, num_pairs, 0, 0, 0, 0.0, label_counts(merged),
                                  str(final_path(pdir, ann)), merged, layout=cfg.layout)
 
+    if backend is None:  # a missing package (vLLM, llama.cpp): refused before the lock makes any folder
+        check_installed(cfg.backend, cfg.model)
+    lock = chunk_lock_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
+    try:
+        held = RunLock(lock).acquire()
+    except LockHeldError as exc:
+        raise AnnotationError(
+            f"another annotation of {ann} {tag} into {sdir} is running: {exc}; wait for it to finish (a rerun then "
+            "resumes), or write elsewhere: --preference_dir DIR or --custom_annotator_string NAME") from None
+    try:
+        return _annotate_held(cfg, backend, source, builder, fingerprint, merge_kwargs)
+    finally:
+        held.release()
+
+
+def _annotate_held(cfg: AnnotationConfig, backend: Backend | None, source: PairSource, builder: Any,
+                   fingerprint: str, merge_kwargs: dict[str, Any]) -> AnnotationSummary:
+    """:func:`annotate_chunk` once it holds the chunk's lock: from reading the chunk's labels to the merge."""
+    num_pairs = source.num_pairs
+    start, end = chunk_bounds(num_pairs, cfg.n_chunks, cfg.chunk_number)
+    data_path = source.path
+    tag = f"chunk {cfg.chunk_number} of {cfg.n_chunks}"
+    pdir, sdir, ann = cfg.preference_dir, cfg.work_dir, cfg.annotator
     labels = _initial_labels(cfg, num_pairs, start, end, fingerprint)
     cpath = chunk_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
     mpath = chunk_meta_path(sdir, ann, cfg.chunk_number, cfg.n_chunks)
@@ -777,7 +859,7 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
         # every run opens its own section: runs into other folders, or with another backend, share the file
         conv_log = _ConversationLog(log_path, {
             "run": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "annotator": ann, "backend": cfg.backend,
-            "model": recorded_model if cfg.backend not in STAND_IN_BACKENDS else "none: a rule-based stand-in",
+            "model": recorded_model, "labelled_by": labelled_by(cfg.backend, recorded_model),
             "answer_mode": cfg.answer_mode, "preference_dir": str(pdir),
             "dataset": str(data_path), "chunk": tag, "pairs_to_ask": int(len(pending)),
             "system": builder.system_prompt})
@@ -797,12 +879,13 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                 asked = [j for j, (c1, c2) in enumerate(caps_list) if not (source.decides_identical and c1 == c2)]
                 identical += len(pairs) - len(asked)
                 convs = [builder.conversation(*caps_list[j]) for j in asked]
+                seeds = pair_seeds(cfg.seed, pairs[asked], attempt=0)
                 if not convs:
                     done: list[Completion] = []
                 elif cfg.answer_mode == "constrained":
-                    done = backend.complete_choice(convs, ANSWER_CHOICES)
+                    done = backend.complete_choice(convs, ANSWER_CHOICES, seeds=seeds)
                 else:
-                    done = backend.complete(convs)
+                    done = backend.complete(convs, seeds=seeds)
                 tokens.add(done)
                 texts = [c.text for c in done]
                 if len(texts) != len(convs):
@@ -814,8 +897,9 @@ def annotate_chunk(cfg: AnnotationConfig, backend: Backend | None = None) -> Ann
                 if bad and cfg.retry_unparseable:
                     retried += len(bad)
                     again = [builder.retry_conversation(convs[k], texts[k]) for k in bad]
-                    done = (backend.complete_choice(again, ANSWER_CHOICES) if cfg.answer_mode == "constrained_retry"
-                            else backend.complete(again))
+                    seeds = pair_seeds(cfg.seed, pairs[[asked[k] for k in bad]], attempt=1)
+                    done = (backend.complete_choice(again, ANSWER_CHOICES, seeds=seeds)
+                            if cfg.answer_mode == "constrained_retry" else backend.complete(again, seeds=seeds))
                     tokens.add(done)
                     second = [c.text for c in done]
                     for k, text in zip(bad, second):

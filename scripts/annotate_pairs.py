@@ -79,7 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="top-k sampling (0 disables it and leaves it out of server requests)")
     p.add_argument("--max_tokens", "--max-tokens", dest="max_tokens", type=int, default=512,
                    help="maximum tokens per reply")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (also the seed of --backend random)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="sampling seed: each pair is asked with a seed made from it and the pair's index, so the "
+                        "labels do not depend on --batch_size, the chunking or a resume (also --backend random's)")
     p.add_argument("--n_chunks", "--n-annotation-chunks", "--n-chunks", dest="n_chunks", type=int, default=1,
                    help="split the pairs into this many chunks (e.g. one per slurm array task)")
     p.add_argument("--chunk_number", "--chunk-number", dest="chunk_number", type=int, default=0,

@@ -124,7 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", "--top_k", dest="top_k", type=int, default=50, help="top-k sampling (Motif: 50; 0: off)")
     p.add_argument("--max-tokens", "--max_tokens", dest="max_tokens", type=int, default=2048,
                    help="maximum tokens per reply (Motif allowed 4096, Llama 2's whole context window)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--seed", type=int, default=0,
+                   help="sampling seed: each pair is asked with a seed made from it and the pair's index, so the "
+                        "labels do not depend on --batch-size, the chunking or a resume")
     p.add_argument("--concurrency", type=int, default=16, help="parallel requests of --backend openai/hf")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request of --backend openai/hf")
     p.add_argument("--max-retries", "--max_retries", dest="max_retries", type=int, default=5,

@@ -8,7 +8,9 @@ put into the dataset's messages by the tests):
 * ``garbage``: never an answer;
 * ``flaky``: HTTP 503 on the first request for that prompt, then ``Answer: 1``;
 * ``slow``: the first request for that prompt sleeps past the client's timeout,
-  then ``Answer: 2``.
+  then ``Answer: 2``;
+* ``sample``: an answer drawn from the request's ``seed`` (as a server that samples with it), so
+  the same seed gets the same answer.
 
 Unmarked prompts get ``Answer: 1``. A request restricted to fixed choices (vLLM's
 ``structured_outputs.choice``) gets its scripted reply when that is one of them, else the first
@@ -17,6 +19,7 @@ choice, as constrained decoding would. Every request body is recorded in ``reque
 from __future__ import annotations
 
 import json
+import random
 import re
 import threading
 import time
@@ -93,6 +96,8 @@ class FakeChatServer:
             return 200, "Answer: 2"
         if scenario == "slow":
             return 200, "Answer: 2"
+        if scenario == "sample":
+            return 200, f"Answer: {random.Random(body.get('seed')).choice(['1', '2', 'none'])}"
         return 200, "Answer: 1"
 
     def __enter__(self) -> "FakeChatServer":

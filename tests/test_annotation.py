@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.llm import BackendError, OpenAIBackend, SamplingConfig, make_backend
+from common.llm import Backend, BackendError, OpenAIBackend, SamplingConfig, make_backend, request_seed
 from common.nethack.messages import encode_message
+from common.run_lock import RunLock
 from rlaif import heuristic
 from rlaif.annotate import (
     TEST_DELAY_ENV,
@@ -23,7 +24,9 @@ from rlaif.annotate import (
     AnnotationError,
     annotate_chunk,
     chunk_bounds,
+    chunk_lock_path,
     chunk_path,
+    final_path,
     run_annotation,
 )
 from rlaif.captions import caption_sample
@@ -182,8 +185,8 @@ def test_heuristic_run_writes_final_file_and_log(tmp_path) -> None:
     log = (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()
     header, records = json.loads(log[0]), [json.loads(x) for x in log[1:]]
     assert "system" in header and len(records) == 20
-    assert (header["backend"], header["model"], header["preference_dir"]) == (
-        "heuristic", "none: a rule-based stand-in", str(tmp_path / "preference"))
+    assert (header["backend"], header["model"], header["labelled_by"], header["preference_dir"]) == (
+        "heuristic", None, "rule-based stand-in, no language model", str(tmp_path / "preference"))
     assert [r["pair"] for r in records] == list(range(20))
     assert all(r["label"] == labels[r["pair"]] and "Moment 1" in r["prompt"] for r in records)
     # every run records its label shares next to the final file
@@ -282,7 +285,9 @@ def test_damaged_metadata_is_an_error_not_a_disabled_guard(tmp_path, damage) -> 
 # ------------------------------------------------------------------ transformers backend (tiny local model)
 
 
-def _tiny_model(path: Path, answer_token_first: bool) -> None:
+def _tiny_model(path: Path, answer_token_first: bool, answers: bool = False) -> None:
+    """``answer_token_first``: token 0 is "Answer: 1" and every logit is equal; ``answers``: the three answer lines
+    are tokens among 20 words, under random weights (a reply is a random draw that can be an answer)."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -293,7 +298,9 @@ def _tiny_model(path: Path, answer_token_first: bool) -> None:
         special.insert(0, "Answer: 1")
     else:  # random output cannot spell an answer
         words = [w for w in words if not w.lower().startswith("answer")]
-    vocab = {tok: i for i, tok in enumerate(special + words[:200])}
+    if answers:
+        special += ["Answer: 1", "Answer: 2", "Answer: none"]
+    vocab = {tok: i for i, tok in enumerate(special + words[:20 if answers else 200])}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     fast = PreTrainedTokenizerFast(
@@ -337,6 +344,20 @@ def test_transformers_backend_with_a_tiny_local_model(tmp_path, answer_token_fir
         assert all(len(r["replies"]) == 2 for r in records)
 
 
+@pytest.mark.slow
+def test_transformers_labels_at_a_fixed_seed_do_not_depend_on_the_batch_size_or_a_resume(tmp_path) -> None:
+    """transformers sampled every row from one global generator, seeded once: a pair's reply depended on the batch
+    it came in and on the batches before it."""
+    model_dir = tmp_path / "tiny"
+    _tiny_model(model_dir, answer_token_first=False, answers=True)
+    write_dataset(tmp_path, "descender", make_dataset(20))
+    kw = dict(backend="transformers", model=str(model_dir), temperature=1.0, max_tokens=3, seed=5)
+    backend = make_backend("transformers", model=str(model_dir), device="cpu", temperature=1.0, max_tokens=3)
+    labels = _same_labels_at_any_batch_size_and_resume(tmp_path, backend, **kw)
+    assert len({tuple(r) for r in _replies(tmp_path, "b1").values()}) > 10  # sampled: the replies differ by pair
+    assert (labels != UNKNOWN).any()
+
+
 # ------------------------------------------------------------------ openai and hf backends (local fake server)
 
 _SCENARIOS = ["good1", "good2", "tie", "retry", "garbage", "flaky", "slow"]
@@ -357,7 +378,12 @@ def test_remote_backends_against_a_scripted_server(tmp_path, backend) -> None:
     assert summary.retried == 2 and summary.unparseable == 1  # "retry" and "garbage"
     body = server.requests[0]
     assert body["model"] == "fake-model" and body["temperature"] == 0.1 and body["top_p"] == 0.95
-    assert body["messages"][0]["role"] == "system" and body["seed"] == 7
+    assert body["messages"][0]["role"] == "system"
+    # each request's seed comes from --seed, its pair's index and the attempt (the retry is attempt 1)
+    retry = [b for b in server.requests if len(b["messages"]) == 4]
+    assert {b["seed"] for b in server.requests} - {b["seed"] for b in retry} == \
+        {request_seed(7, pair, 0) for pair in range(len(_SCENARIOS))}
+    assert {b["seed"] for b in retry} == {request_seed(7, _SCENARIOS.index(s), 1) for s in ("retry", "garbage")}
     if backend == "openai":
         assert body["top_k"] == 50
 
@@ -460,7 +486,7 @@ def test_each_run_opens_a_log_section_naming_its_backend_and_model(tmp_path) -> 
     headers = [i for i, r in enumerate(lines) if "run" in r]
     assert headers == [0, 4] and all("pair" in r for i, r in enumerate(lines) if i not in headers)
     assert [(lines[i]["backend"], lines[i]["model"], lines[i]["preference_dir"]) for i in headers] == [
-        ("heuristic", "none: a rule-based stand-in", str(tmp_path / "preference")),
+        ("heuristic", None, str(tmp_path / "preference")),
         ("openai", "fake-model (constrained answers)", str(tmp_path / "other"))]
     assert all(lines[i]["pairs_to_ask"] == 3 for i in headers)
 
@@ -624,6 +650,128 @@ def test_two_chunks_running_at_once_lose_nothing(tmp_path) -> None:
     assert (final != UNKNOWN).all()
 
 
+def test_an_annotation_while_another_holds_the_same_labels_is_refused_at_once(tmp_path, capsys) -> None:
+    """Two annotations into the same folder at once both did all the work: twice the LLM's cost."""
+    write_dataset(tmp_path, "descender", make_dataset(6))
+    pref = tmp_path / "preference"
+    lock = chunk_lock_path(pref, "llama3_descender_default", 0, 1)
+    with RunLock(lock):  # what a first run holds while it works
+        rc = annotate_pairs.main(cli(tmp_path, "--backend", "heuristic"))
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("error: ") and len(err.splitlines()) == 1
+        assert (f"another annotation of llama3_descender_default chunk 0 of 1 into {pref} is running: {lock} is held "
+                f"by pid {os.getpid()} on host {socket.gethostname()}, started ") in err
+        assert "--preference_dir" in err
+        assert sorted(p.name for p in pref.iterdir()) == [lock.name]  # nothing read, asked or written
+        # another chunk, or another annotator's labels, are other files: they run
+        assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", "--n_chunks", "2")) == 0
+        assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic", "--custom_annotator_string", "other")) == 0
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic")) == 0
+    assert not list(pref.glob("*.lock"))  # each run removed its own lock file
+
+
+@pytest.mark.slow
+def test_a_second_process_is_refused_naming_the_first_and_a_killed_ones_lock_is_taken_over(tmp_path) -> None:
+    num_pairs = 40
+    write_dataset(tmp_path, "descender", make_dataset(num_pairs, seed=3))
+    reference = run_annotation(config(tmp_path, custom_annotator_string="reference"))
+    lock = chunk_lock_path(tmp_path / "preference", "llama3_descender_default", 0, 1)
+    cpath = chunk_path(tmp_path / "preference", "llama3_descender_default", 0, 1)
+    first = _spawn(tmp_path, "--batch_size", "2", "--flushing_freq", "1", delay=0.5)  # 10 s: killed below
+    try:
+        deadline = time.monotonic() + 30
+        # its first batch flushed (the log section first, then the labels)
+        while not (cpath.exists() and (np.load(cpath) != UNKNOWN).any()) and time.monotonic() < deadline:
+            assert first.poll() is None, "the first run ended before the second started"
+            time.sleep(0.02)
+        second = _spawn(tmp_path)
+        out, err = second.communicate(timeout=60)
+        assert first.poll() is None  # the second was refused while the first worked
+        first.send_signal(signal.SIGKILL)  # the lock file stays, with the first's record
+        first.wait()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        first.stdout.close()  # type: ignore[union-attr]
+        first.stderr.close()  # type: ignore[union-attr]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert second.returncode == 2 and out == "" and "Traceback" not in err and len(errors) == 1
+    assert f"held by pid {first.pid} on host {socket.gethostname()}" in errors[0]
+    assert json.loads(lock.read_text())["pid"] == first.pid
+    third = _spawn(tmp_path)
+    out, err = third.communicate(timeout=60)
+    assert third.returncode == 0, err
+    assert f"taking the lock over from pid {first.pid} on host {socket.gethostname()}" in err
+    np.testing.assert_array_equal(load_preferences(final_path(tmp_path / "preference", "llama3_descender_default")),
+                                  reference)
+    assert not lock.exists()
+    log = [json.loads(x) for x in (tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()
+           if x.startswith("{") and x.endswith("}")]
+    assert len([r for r in log if "run" in r]) == 2  # the first's section and the third's: the second asked nothing
+
+
+class _CtrlCAfter(Backend):
+    """A real backend that Ctrl-C stops after ``batches`` calls, as a user would."""
+
+    def __init__(self, inner: Backend, batches: int) -> None:
+        self.inner, self.batches = inner, batches
+
+    def _call(self) -> None:
+        if self.batches == 0:
+            raise KeyboardInterrupt
+        self.batches -= 1
+
+    def complete(self, conversations, seeds=None):
+        self._call()
+        return self.inner.complete(conversations, seeds=seeds)
+
+    def complete_choice(self, conversations, choices, seeds=None):
+        self._call()
+        return self.inner.complete_choice(conversations, choices, seeds=seeds)
+
+
+def _replies(root: Path, annotator: str) -> dict[int, list[str]]:
+    """Each pair's replies in the conversation log of ``annotator``."""
+    lines = (root / "logs" / f"{annotator}.chunk0.jsonl").read_text().splitlines()
+    return {r["pair"]: r["replies"] for r in map(json.loads, lines) if "pair" in r}
+
+
+def _same_labels_at_any_batch_size_and_resume(root: Path, interrupted: Backend, **kw) -> np.ndarray:
+    """Labels (and replies) of a fixed --seed at batch size 1, at 7, and stopped by Ctrl-C after two calls at batch
+    size 7 then resumed at 3 (which asks the pairs still unknown again): all the same. Returns the first run's
+    labels."""
+    straight = annotate_chunk(config(root, custom_annotator_string="b1", batch_size=1, **kw)).merged
+    assert annotate_chunk(config(root, custom_annotator_string="b7", batch_size=7, **kw)).merged.tolist() == \
+        straight.tolist()
+    stopped = config(root, custom_annotator_string="resumed", batch_size=7, **kw)
+    with pytest.raises(KeyboardInterrupt):
+        annotate_chunk(stopped, backend=_CtrlCAfter(interrupted, 2))
+    assert 0 < len(_replies(root, "resumed")) < 20  # stopped part way, its finished batches saved
+    stopped.batch_size = 3
+    assert annotate_chunk(stopped).merged.tolist() == straight.tolist()
+    replies = _replies(root, "b1")
+    assert _replies(root, "b7") == replies and _replies(root, "resumed") == replies
+    return straight
+
+
+@pytest.mark.parametrize("backend", ["random", "openai"])
+def test_labels_at_a_fixed_seed_do_not_depend_on_the_batch_size_or_a_resume(tmp_path, backend) -> None:
+    """At --seed 0, annotations differed with --batch_size and across a resume (5 of 20 pairs at temperature 0.1):
+    a sampling seed followed the batches. Each pair is now asked with its own seed, from --seed and its index."""
+    write_dataset(tmp_path, "descender", make_dataset(20, markers=["sample"]))
+    if backend == "random":
+        labels = _same_labels_at_any_batch_size_and_resume(tmp_path, make_backend("random"), backend="random", seed=11)
+    else:
+        with FakeChatServer() as server:
+            kw = dict(backend="openai", base_url=server.url, model="fake-model", seed=11)
+            labels = _same_labels_at_any_batch_size_and_resume(
+                tmp_path, make_backend("openai", base_url=server.url, model="fake-model"), **kw)
+            seeds = {json.dumps(b["messages"]): b["seed"] for b in server.requests}
+        assert len(set(seeds.values())) == len(seeds) == 20  # one seed per pair, the same in every run
+    assert len(set(labels.tolist())) > 1  # the answers vary from pair to pair
+
+
 # ------------------------------------------------------------------ vllm backend code path (stand-in module)
 
 
@@ -669,7 +817,10 @@ def test_vllm_backend_uses_tensor_parallel_sampling_params_and_chat_template(tmp
     summary = annotate_chunk(config(tmp_path, "ascender", backend="vllm", model="org/model", num_gpus=4, seed=3))
     assert summary.merged.tolist() == [SECOND] * 5
     assert calls["llm"] == {"model": "org/model", "tensor_parallel_size": 4, "seed": 3}
-    assert calls["params"].kw == {"temperature": 0.1, "top_p": 0.95, "top_k": 50, "max_tokens": 512, "seed": 3}
+    # one SamplingParams per prompt, each seeded from --seed and its pair's index
+    assert [params.kw for params in calls["params"]] == [
+        {"temperature": 0.1, "top_p": 0.95, "top_k": 50, "max_tokens": 512, "seed": request_seed(3, pair, 0)}
+        for pair in range(5)]
     assert calls["prompts"][0].startswith("system:") and calls["prompts"][0].endswith("|assistant:")
 
 
@@ -728,7 +879,8 @@ def test_a_run_that_labels_nothing_leaves_the_provenance_as_it_was(tmp_path, cap
     before = _meta_files(tmp_path)
     meta = json.loads(before["llama3_descender_default.meta.json"])
     assert meta["backend"] == "heuristic" and meta["stand_in"] is True and meta["stand_in_share"] == 1.0
-    assert meta["sources"] == [{"backend": "heuristic", "model": meta["model"], "stand_in": True, "pairs": [[0, 6]]}]
+    assert meta["sources"] == [{"backend": "heuristic", "model": None, "labelled_by": meta["labelled_by"],
+                                "stand_in": True, "pairs": [[0, 6]]}]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -736,6 +888,75 @@ def test_a_run_that_labels_nothing_leaves_the_provenance_as_it_was(tmp_path, cap
                                  "--model", "meta-llama/Llama-3.1-70B-Instruct"))
     assert rc == 2 and "already holds labels of another annotator" in capsys.readouterr().err
     assert _meta_files(tmp_path) == before
+
+
+@pytest.mark.parametrize("backend, extra, said", [
+    ("heuristic", [], "rule-based stand-in, no language model"),
+    ("random", ["--model", "meta-llama/Llama-3.1-8B-Instruct"], "random labels, no language model"),
+])
+def test_a_stand_in_records_itself_and_no_language_model(tmp_path, capsys, backend, extra, said) -> None:
+    """The rule-based stand-in's labels named --model's default, meta-llama/Llama-3.1-70B-Instruct, in their
+    metadata, their sources and the refusal that quoted them: provenance named a model that never labelled."""
+    write_dataset(tmp_path, "descender", make_dataset(4))
+    pref = tmp_path / "preference"
+    assert annotate_pairs.main(cli(tmp_path, "--backend", backend, *extra)) == 0
+    metas = {p.name: json.loads(p.read_text()) for p in pref.glob("*.json")}
+    assert sorted(metas) == ["llama3_descender_default.chunk0of1.json", "llama3_descender_default.meta.json"]
+    for meta in metas.values():
+        assert (meta["backend"], meta["model"], meta["stand_in"]) == (backend, None, True)
+        assert [s["model"] for s in meta["sources"]] == [None]
+        assert meta["labelled_by"] == said and [s["labelled_by"] for s in meta["sources"]] == [said]
+    header = json.loads((tmp_path / "logs" / "llama3_descender_default.chunk0.jsonl").read_text().splitlines()[0])
+    assert header["model"] is None and header["labelled_by"] == said
+    written = "".join(p.read_text() for p in [*pref.glob("*.json"), tmp_path / "logs" / f"{header['annotator']}.chunk0.jsonl"])
+    assert "Llama" not in written and "llama-3" not in written.lower()
+    # every message that quotes who labelled says what it was
+    capsys.readouterr()
+    assert annotate_pairs.main(cli(tmp_path, "--backend", backend, *extra)) == 0
+    assert f"every pair of the chunk already had a label (4 pairs by backend {backend} ({said}))" in capsys.readouterr().out
+    other = "random" if backend == "heuristic" else "heuristic"
+    assert annotate_pairs.main(cli(tmp_path, "--backend", other)) == 2
+    err = capsys.readouterr().err
+    assert f"(4 pairs by backend {backend} ({said})); this run is backend {other} (" in err and "Llama" not in err
+
+
+def test_a_model_the_server_does_not_serve_is_refused_before_anything_is_asked(tmp_path, capsys) -> None:
+    """A server that ignores the request's model name (llama.cpp's) answered with its own model, and the labels were
+    recorded under --model's default, a model that never labelled them."""
+    write_dataset(tmp_path, "descender", make_dataset(3))
+    with FakeChatServer() as server:  # serves "fake-model"
+        rc = annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", server.url))
+        err = capsys.readouterr().err
+        assert not server.requests
+    assert rc == 2 and err.startswith("error: ") and len(err.splitlines()) == 1
+    assert f"--model meta-llama/Llama-3.1-70B-Instruct: the server at {server.url} serves fake-model, not it" in err
+    assert not (tmp_path / "preference").exists()
+
+
+def test_a_stand_in_record_that_names_a_model_is_read_as_naming_none(tmp_path) -> None:
+    """Metadata that gave the stand-in --model's name: a resume by the same stand-in goes on (the same annotator),
+    and the metadata it rewrites names no model."""
+    write_dataset(tmp_path, "descender", make_dataset(4))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic")) == 0
+    pref = tmp_path / "preference"
+    path, chunk = pref / "llama3_descender_default.npy", pref / "llama3_descender_default.chunk0of1.npy"
+    labels = load_preferences(path, 4)
+    labels[2:] = UNKNOWN
+    for p in (path, chunk):
+        save_preferences(p, labels)
+    for p in pref.glob("*.json"):
+        meta = json.loads(p.read_text())
+        named = {"model": "meta-llama/Llama-3.1-70B-Instruct"}
+        meta.pop("labelled_by")
+        meta.update(named, sources=[{k: v for k, v in {**s, **named}.items() if k != "labelled_by"}
+                                    for s in meta["sources"]])
+        p.write_text(json.dumps(meta))
+    assert annotate_pairs.main(cli(tmp_path, "--backend", "heuristic")) == 0
+    for p in pref.glob("*.json"):
+        meta = json.loads(p.read_text())
+        assert meta["model"] is None and meta["sources"] == [
+            {"backend": "heuristic", "model": None, "labelled_by": "rule-based stand-in, no language model",
+             "stand_in": True, "pairs": [[0, 4]]}]
 
 
 def test_resuming_with_another_annotator_is_refused_unless_mixing_is_allowed(tmp_path, capsys) -> None:

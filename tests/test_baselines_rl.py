@@ -642,7 +642,8 @@ def test_annotator_scale_end_to_end(upstream, monkeypatch):
     cost, cfg = _run(upstream, "ablation_annotator_scale", monkeypatch, annotator_sizes=("8b",))
     base = upstream / "baselines/ablation_annotator_scale"
     meta = json.loads((base / "8b" / "preference" / "llama3_merchant_default.meta.json").read_text())
-    assert meta["model"] == ANNOTATOR_MODELS_BY_SIZE["8b"] and meta["stand_in"]
+    # the stand-in labelled at every size: the metadata names no model, not the size's
+    assert meta["model"] is None and meta["stand_in"] and meta["labelled_by"] == "rule-based stand-in, no language model"
     assert all((base / "8b" / "skill_rewards" / f"llama3_{s}_default" / "checkpoint_p0").is_dir() for s in SKILLS)
     assert cost["eval_results"] == [f"8b/skill_policy/{cfg.experiment}/eval/gnomish_seed42.json"]
     assert cost["llm_tokens"] is None

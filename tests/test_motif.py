@@ -274,7 +274,7 @@ def test_llm_size_and_num_gpus_reach_vllm_as_model_and_tensor_parallelism(tmp_pa
             return FakeTokenizer()
 
         def generate(self, prompts, params, use_tqdm=True):
-            calls["params"] = params.kw
+            calls["params"] = params[0].kw  # one per prompt, alike but for the seed
             calls["prompts"] = calls.get("prompts", 0) + len(prompts)
             out = types.SimpleNamespace
             return [out(outputs=[out(text='("best_description": 1)')]) for _ in prompts]
