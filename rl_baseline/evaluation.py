@@ -452,3 +452,71 @@ def write_results(out_stem: Path, summary: dict, skill_names: tuple[str, ...]) -
     fig.savefig(png_path)
     plt.close(fig)
     return [json_path, csv_path, png_path]
+
+
+#: what every evaluation merged into one must share (its JSON's keys)
+MERGE_MUST_AGREE = ("task", "measure", "protocol", "experiment", "checkpoint", "env_steps", "policy", "code_seed",
+                    "game_clock", "deterministic")
+
+
+class MergeError(ValueError):
+    """Evaluations that cannot be merged into one (the message names the file and the key)."""
+
+
+def _episode_from_dict(e: dict) -> EpisodeResult:
+    return EpisodeResult(success=bool(e["success"]), count=e["count"], value=e["value"], length=int(e["length"]),
+                         skill_share=dict(e.get("skill_share") or {}), release=e.get("release"),
+                         ended_by=e.get("ended_by", "game"))
+
+
+def merge_summaries(summaries: Sequence[dict], names: Sequence[str], stats_avg: int) -> dict:
+    """One evaluation from several of the same checkpoint and task played on other games (``--seed``), e.g. one
+    process per core: the release ran its 480 games in 24 processes. Their finished episodes are put in one
+    order, each input's in its own order and the inputs interleaved as if they ran at the same speed (episode
+    ``i`` of ``n`` at ``(i + 1) / n``), and summarized as one run (the release's statistic over the last
+    ``stats_avg`` of them). ``names`` name the inputs in errors and in the result's ``merged_from``."""
+    if len(summaries) < 2:
+        raise MergeError("give two evaluations or more to merge")
+    first = summaries[0]
+    for name, s in zip(names, summaries):
+        missing = [k for k in ("task", "measure", "protocol", "per_episode", "run") if k not in s]
+        if missing:
+            raise MergeError(f"{name}: not an evaluation JSON of scripts.main --evaluation True (no {missing[0]!r})")
+        for key in MERGE_MUST_AGREE:
+            if s.get(key) != first.get(key):
+                raise MergeError(f"{name}: {key} {s.get(key)!r} differs from {names[0]}'s {first.get(key)!r}; "
+                                 "only evaluations of one checkpoint on one task under one protocol merge")
+    seeds = [s.get("seed") for s in summaries]
+    if any(seed is None for seed in seeds):
+        unknown = names[seeds.index(None)]
+        raise MergeError(f"{unknown}: the JSON does not say which games it played (no 'seed', written by evaluations "
+                         "since the games' seed is stored); evaluate again to merge")
+    for i, seed in enumerate(seeds):
+        if seeds.index(seed) != i:
+            raise MergeError(f"{names[i]} and {names[seeds.index(seed)]} played the same games (--seed {seed}); "
+                             "give each evaluation its own --seed")
+    keyed = []
+    for j, s in enumerate(summaries):
+        n = len(s["per_episode"])
+        keyed += [((i + 1) / n, j, i, _episode_from_dict(e)) for i, e in enumerate(s["per_episode"])]
+    episodes = [e for *_, e in sorted(keyed, key=lambda k: k[:3])]
+    runs = [s["run"] for s in summaries]
+    run = RunResult(episodes=episodes, protocol=first["protocol"], num_envs=sum(int(r["num_envs"]) for r in runs),
+                    env_steps_run=sum(int(r["env_steps_run"]) for r in runs),
+                    unfinished=sum(int(r["unfinished_episodes"]) for r in runs),
+                    env_step_budget=sum(int(r["env_step_budget"] or 0) for r in runs) or None,
+                    meta_policy_errors=sum(int(s.get("meta_policy_errors", 0)) for s in summaries))
+    skill_names = tuple(first.get("skill_time_share") or ())
+    merged = summarize(first["task"], first["measure"], episodes, skill_names, protocol=first["protocol"],
+                       stats_avg=stats_avg, run=run)
+    merged.update({k: first.get(k) for k in MERGE_MUST_AGREE if k in first})
+    if "label" in first:  # a reference's (untrained, random) name
+        merged["label"] = first["label"]
+    merged["seed"] = seeds
+    merged["merged_from"] = [{"file": name, "seed": s["seed"], "num_envs": s["run"]["num_envs"],
+                              "env_steps_run": s["run"]["env_steps_run"],
+                              "finished_episodes": s["run"]["finished_episodes"]}
+                             for name, s in zip(names, summaries)]
+    merged["merge_order"] = ("each input's episodes in their own order, the inputs interleaved as if they ran at "
+                             "the same speed (episode i of n at (i + 1) / n)")
+    return merged

@@ -776,6 +776,47 @@ def test_release_protocol_evaluation_runs_a_step_budget(trained):
 
 
 @pytest.mark.slow
+def test_evaluations_on_other_games_merge_into_one(trained, capsys):
+    """One evaluation per core (each its own --seed, so its own games) merged by scripts.merge_evaluations is one
+    evaluation of all their episodes: counts summed, every episode kept, the release's window over them all."""
+    from scripts import merge_evaluations
+
+    tmp, base, _, proc = trained
+    assert proc.returncode == 0
+    parts = []
+    for seed in (5, 6):
+        ev = run_main(base + ["--evaluation", "True", "--eval_target", "gnomish", "--eval_env_steps", "300",
+                              "--eval_num_envs", "2", "--seed", str(seed), "--eval_dir", f"parts/s{seed}"], tmp)
+        assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
+        parts.append(tmp / "parts" / f"s{seed}" / "gnomish_seed42.json")
+    a, b = (json.loads(p.read_text()) for p in parts)
+    assert (a["seed"], b["seed"]) == (5, 6)
+    assert a["per_episode"] != b["per_episode"]  # other games
+    out = tmp / "merged" / "gnomish_seed42.json"
+    merged = merge_evaluations.main(["--inputs", *map(str, parts), "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(merged))
+    assert out.with_suffix(".csv").is_file() and out.with_suffix(".png").is_file()
+    assert merged["seed"] == [5, 6] and merged["checkpoint"] == a["checkpoint"]
+    assert merged["run"]["num_envs"] == 4 and merged["run"]["env_steps_run"] == 600
+    n = a["run"]["finished_episodes"] + b["run"]["finished_episodes"]
+    assert merged["run"]["finished_episodes"] == len(merged["per_episode"]) == n
+    assert sorted(e["length"] for e in merged["per_episode"]) == sorted(
+        e["length"] for e in a["per_episode"] + b["per_episode"])
+    reached = sum(bool(e["release"]["reached"]) for e in a["per_episode"] + b["per_episode"])
+    assert merged["release"]["finished_episodes"] == n and merged["episodes"] == n
+    assert merged["mean"] == pytest.approx(reached / n)
+    assert "games" in capsys.readouterr().out
+    # the same games twice, and an existing --out, are refused before anything is written
+    for argv in (["--inputs", str(parts[0]), str(parts[0]), "--out", str(tmp / "merged" / "twice.json")],
+                 ["--inputs", *map(str, parts), "--out", str(out)]):
+        with pytest.raises(SystemExit) as exit_info:
+            merge_evaluations.main(argv)
+        assert exit_info.value.code == 2
+    assert "played the same games" in capsys.readouterr().err
+    assert not (tmp / "merged" / "twice.json").exists()
+
+
+@pytest.mark.slow
 def test_reference_policies_evaluate_beside_the_trained_one(trained):
     """--eval_policy untrained / random: the same task evaluation with the initial weights or random
     actions, written beside the trained policy's results (never over them) and named in the JSON."""

@@ -226,6 +226,7 @@ def evaluate(cfg: Any) -> dict:
                         stats_avg=int(cfg.eval_stats_avg), run=run)
     summary.update(
         code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(checkpoint),
+        seed=int(cfg.seed or 0),  # the games played: evaluation_game_seed(seed, k); merged evaluations differ in it
         env_steps=env_steps, deterministic=bool(cfg.eval_deterministic_actions), policy=kind,
         game_clock=active_game_clock(),
     )
