@@ -469,6 +469,13 @@ def _episode_from_dict(e: dict) -> EpisodeResult:
                          ended_by=e.get("ended_by", "game"))
 
 
+def _merge_key(key: str, value: Any) -> Any:
+    # a pinned game clock must be the same; the machine's clock ("real: <when it started>") differs by the start
+    if key == "game_clock" and isinstance(value, str) and value.startswith("real"):
+        return "real"
+    return value
+
+
 def merge_summaries(summaries: Sequence[dict], names: Sequence[str], stats_avg: int) -> dict:
     """One evaluation from several of the same checkpoint and task played on other games (``--seed``), e.g. one
     process per core: the release ran its 480 games in 24 processes. Their finished episodes are put in one
@@ -483,7 +490,7 @@ def merge_summaries(summaries: Sequence[dict], names: Sequence[str], stats_avg: 
         if missing:
             raise MergeError(f"{name}: not an evaluation JSON of scripts.main --evaluation True (no {missing[0]!r})")
         for key in MERGE_MUST_AGREE:
-            if s.get(key) != first.get(key):
+            if _merge_key(key, s.get(key)) != _merge_key(key, first.get(key)):
                 raise MergeError(f"{name}: {key} {s.get(key)!r} differs from {names[0]}'s {first.get(key)!r}; "
                                  "only evaluations of one checkpoint on one task under one protocol merge")
     seeds = [s.get("seed") for s in summaries]
@@ -510,12 +517,15 @@ def merge_summaries(summaries: Sequence[dict], names: Sequence[str], stats_avg: 
     merged = summarize(first["task"], first["measure"], episodes, skill_names, protocol=first["protocol"],
                        stats_avg=stats_avg, run=run)
     merged.update({k: first.get(k) for k in MERGE_MUST_AGREE if k in first})
+    if _merge_key("game_clock", first.get("game_clock")) == "real":
+        merged["game_clock"] = "real: the machine's clock, each evaluation's own (merged_from)"
+
     if "label" in first:  # a reference's (untrained, random) name
         merged["label"] = first["label"]
     merged["seed"] = seeds
     merged["merged_from"] = [{"file": name, "seed": s["seed"], "num_envs": s["run"]["num_envs"],
                               "env_steps_run": s["run"]["env_steps_run"],
-                              "finished_episodes": s["run"]["finished_episodes"]}
+                              "finished_episodes": s["run"]["finished_episodes"], "game_clock": s.get("game_clock")}
                              for name, s in zip(names, summaries)]
     merged["merge_order"] = ("each input's episodes in their own order, the inputs interleaved as if they ran at "
                              "the same speed (episode i of n at (i + 1) / n)")

@@ -22,7 +22,7 @@ def _summary(reached: list[bool], seed: int, **changes) -> dict:
                     env_step_budget=100)
     s = summarize("gnomish", "success", episodes, SKILLS, protocol="release", stats_avg=4, run=run)
     s.update(code_seed=42, experiment="e", checkpoint="c.pth", env_steps=1000, deterministic=False,
-             policy="trained", game_clock="pinned", seed=seed)
+             policy="trained", game_clock="pinned at 2026-11-18 12:00:00, Wednesday", seed=seed)
     s.update(changes)
     return json.loads(json.dumps(s))
 
@@ -44,7 +44,7 @@ def test_merged_episodes_interleave_and_the_window_is_over_all_of_them() -> None
 @pytest.mark.parametrize("change, said", [
     ({"checkpoint": "other.pth"}, "checkpoint"),
     ({"task": "delphi"}, "task"),
-    ({"game_clock": "the machine's clock"}, "game_clock"),
+    ({"game_clock": "real: 2026-11-28 18:26:30, Saturday"}, "game_clock"),
     ({"seed": 1}, "played the same games"),
     ({"seed": None}, "which games"),
 ])
@@ -58,6 +58,14 @@ def test_evaluations_that_cannot_be_one_are_refused_by_name(change, said) -> Non
         del b["seed"]  # a JSON written before evaluations stored their games' seed
         with pytest.raises(MergeError, match="which games"):
             merge_summaries([a, b], ["a.json", "b.json"], stats_avg=4)
+
+
+def test_games_on_the_machines_clock_merge_whatever_hour_each_started() -> None:
+    a = _summary([True], seed=1, game_clock="real: 2026-11-28 18:26:24, Saturday")
+    b = _summary([False], seed=2, game_clock="real: 2026-11-28 18:26:30, Saturday")
+    merged = merge_summaries([a, b], ["a.json", "b.json"], stats_avg=4)
+    assert merged["game_clock"].startswith("real") and "each evaluation's own" in merged["game_clock"]
+    assert [m["game_clock"] for m in merged["merged_from"]] == [a["game_clock"], b["game_clock"]]
 
 
 def test_the_script_refuses_bad_files_with_exit_2_and_writes_nothing(tmp_path, capsys) -> None:
