@@ -4,9 +4,9 @@ The evaluation (``scripts.main --evaluation True``) steps its games in one proce
 evaluation per core, each with its own ``--seed`` (other games) and ``--eval_dir``, then merge them: the
 release ran its 480 games as 24 processes of 20. Example (15 processes of 32 games, 3M env steps in all)::
 
-    for i in $(seq 0 14); do
+    for seed in {1000..1014}; do
       python -m scripts.main --train_dir train_dir --experiment skills --evaluation True --eval_target gnomish \\
-          --eval_num_envs 32 --eval_env_steps 200000 --seed $((1000 + i)) --eval_dir eval_parts/s$i &
+          --eval_num_envs 32 --eval_env_steps 200000 --seed $seed --eval_dir eval_parts/s$seed &
     done; wait
     python -m scripts.merge_evaluations --inputs eval_parts/s*/gnomish_seed42.json --out eval_merged/gnomish_seed42.json
 

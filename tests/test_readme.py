@@ -162,7 +162,7 @@ def commands_in(text: str, where: str) -> list[Command]:
                 values[name] = value
                 continue
             for var, first in re.findall(r"\bfor (\w+) in (\S+?);?\s", line):  # a loop: check its first round
-                values[var] = first
+                values[var] = re.sub(r"^\{(-?\d+)\.\.-?\d+\}$", r"\1", first)  # {1000..1014}: 1000
             line = re.sub(r"\$\{?(\w+)\}?", lambda v: values.get(v.group(1), v.group(0)), line)
             for field, value in TEMPLATE_FIELDS.items():
                 line = line.replace(field, value)

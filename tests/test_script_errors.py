@@ -117,6 +117,7 @@ OUTPUTS = [
     ("scripts.llm_policy", "--record", "transcript.jsonl", lambda o, d: [
         "--eval_target", "gnomish", "--backend", "stand_in", "--record", o]),
     ("scripts.main", "--train_dir", None, lambda o, d: ["--train_dir", o, *TRAIN]),
+    ("scripts.merge_evaluations", "--out", "merged.json", lambda o, d: ["--inputs", "a.json", "b.json", "--out", o]),
     ("scripts.pipeline", "--out_dir", None, lambda o, d: ["--preset", "ci", "--out_dir", o]),
     ("scripts.pipeline", "--write_slurm", None, lambda o, d: ["--preset", "paper", "--write_slurm", o]),
     ("scripts.report", "--out", None, lambda o, d: ["--train_dir", _results(d), "--out", o]),
