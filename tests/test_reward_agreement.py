@@ -312,8 +312,11 @@ def test_on_policy_agreement_end_to_end(tiny_policy, capsys):
     assert result["skill"] == "descender"
     assert result["backend"]["name"] == "heuristic" and result["backend"]["is_llm"] is False
     col = result["collection"]
-    assert col["mode"] == "skill" and col["episodes"] == 2 and col["episode_lengths"] == [50, 50]
-    assert col["skill_steps"] == col["observations"] == col["env_steps"] and 90 <= col["env_steps"] <= 100
+    # at most --max_steps each; a game can end sooner (the tiny policy is trained by sample-factory's asynchronous
+    # workers, so its weights, and where its hero dies, can differ between runs: once a 47-step episode)
+    lengths = col["episode_lengths"]
+    assert col["mode"] == "skill" and col["episodes"] == 2 and len(lengths) == 2 and all(1 <= n <= 50 for n in lengths)
+    assert col["skill_steps"] == col["observations"] == col["env_steps"] and sum(lengths) - 10 <= col["env_steps"] <= 100
     assert col["skill_time_share"]["descender"] == pytest.approx(1.0)
     on, off = result["on_policy"], result["offline"]
     assert on["pairs"] == 30 and sum(on["label_counts"].values()) == 30
