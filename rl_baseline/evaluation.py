@@ -476,12 +476,13 @@ def _merge_key(key: str, value: Any) -> Any:
     return value
 
 
-def merge_summaries(summaries: Sequence[dict], names: Sequence[str], stats_avg: int) -> dict:
+def merge_summaries(summaries: Sequence[dict], names: Sequence[str], stats_avg: Optional[int] = None) -> dict:
     """One evaluation from several of the same checkpoint and task played on other games (``--seed``), e.g. one
     process per core: the release ran its 480 games in 24 processes. Their finished episodes are put in one
     order, each input's in its own order and the inputs interleaved as if they ran at the same speed (episode
     ``i`` of ``n`` at ``(i + 1) / n``), and summarized as one run (the release's statistic over the last
-    ``stats_avg`` of them). ``names`` name the inputs in errors and in the result's ``merged_from``."""
+    ``stats_avg`` of them; by default the inputs' own, which must agree). ``names`` name the inputs in errors and
+    in the result's ``merged_from``."""
     if len(summaries) < 2:
         raise MergeError("give two evaluations or more to merge")
     first = summaries[0]
@@ -493,15 +494,22 @@ def merge_summaries(summaries: Sequence[dict], names: Sequence[str], stats_avg: 
             if _merge_key(key, s.get(key)) != _merge_key(key, first.get(key)):
                 raise MergeError(f"{name}: {key} {s.get(key)!r} differs from {names[0]}'s {first.get(key)!r}; "
                                  "only evaluations of one checkpoint on one task under one protocol merge")
-    seeds = [s.get("seed") for s in summaries]
-    if any(seed is None for seed in seeds):
-        unknown = names[seeds.index(None)]
-        raise MergeError(f"{unknown}: the JSON does not say which games it played (no 'seed', written by evaluations "
-                         "since the games' seed is stored); evaluate again to merge")
-    for i, seed in enumerate(seeds):
-        if seeds.index(seed) != i:
-            raise MergeError(f"{names[i]} and {names[seeds.index(seed)]} played the same games (--seed {seed}); "
+    played_by: dict[Any, str] = {}
+    for name, s in zip(names, summaries):
+        seed = s.get("seed")
+        if seed is None:
+            raise MergeError(f"{name}: the JSON does not say which games it played (no 'seed', written by "
+                             "evaluations since the games' seed is stored); evaluate again to merge")
+        if seed in played_by:
+            raise MergeError(f"{name} and {played_by[seed]} played the same games (--seed {seed}); "
                              "give each evaluation its own --seed")
+        played_by[seed] = name
+    seeds = list(played_by)
+    if stats_avg is None:
+        windows = {(s.get("release") or {}).get("stats_avg") for s in summaries}
+        if len(windows) != 1 or None in windows:
+            raise MergeError(f"the inputs' windows differ ({sorted(map(str, windows))}); give --stats_avg")
+        stats_avg = int(windows.pop())
     keyed = []
     for j, s in enumerate(summaries):
         n = len(s["per_episode"])
@@ -519,7 +527,6 @@ def merge_summaries(summaries: Sequence[dict], names: Sequence[str], stats_avg: 
     merged.update({k: first.get(k) for k in MERGE_MUST_AGREE if k in first})
     if _merge_key("game_clock", first.get("game_clock")) == "real":
         merged["game_clock"] = "real: the machine's clock, each evaluation's own (merged_from)"
-
     if "label" in first:  # a reference's (untrained, random) name
         merged["label"] = first["label"]
     merged["seed"] = seeds

@@ -15,12 +15,11 @@ Writes the merged JSON, its CSV and PNG (the evaluation's three files) and print
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
-from pathlib import Path
 
 from common.cli import ScriptParser
+from common.file_errors import load_json
 from common.flag_checks import FlagError, output_file
 from rl_baseline.evaluation import MergeError, merge_summaries, write_results
 
@@ -39,18 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(path: str) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise MergeError(f"--inputs {path}: not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MergeError(f"--inputs {path}: cannot be read as JSON ({type(exc).__name__}: {exc})") from None
-    if not isinstance(data, dict):
-        raise MergeError(f"--inputs {path}: not an evaluation JSON (a {type(data).__name__}, not an object)")
-    return data
-
-
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -58,16 +45,11 @@ def main(argv: list[str] | None = None) -> dict:
         out = output_file("--out", args.out, overwrite=False, remedy="give another --out or remove it")
         if out.suffix != ".json":
             raise FlagError(f"--out {out}: name a .json file (the CSV and PNG take its stem)")
-        summaries = [_load(p) for p in args.inputs]
-        windows = {(s.get("release") or {}).get("stats_avg") for s in summaries}
-        stats_avg = args.stats_avg
-        if stats_avg is None:
-            if len(windows) != 1 or None in windows:
-                raise MergeError(f"the inputs' windows differ ({sorted(map(str, windows))}); give --stats_avg")
-            stats_avg = int(windows.pop())
-        if stats_avg < 1:
-            raise FlagError(f"--stats_avg must be >= 1, got {stats_avg}")
-        merged = merge_summaries(summaries, list(args.inputs), stats_avg)
+        if args.stats_avg is not None and args.stats_avg < 1:
+            raise FlagError(f"--stats_avg must be >= 1, got {args.stats_avg}")
+        summaries = [load_json(p, "evaluation JSON", "Give the JSON an evaluation wrote.", error=MergeError)
+                     for p in args.inputs]
+        merged = merge_summaries(summaries, list(args.inputs), args.stats_avg)
     except (FlagError, MergeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

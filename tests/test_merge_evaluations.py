@@ -76,7 +76,7 @@ def test_the_script_refuses_bad_files_with_exit_2_and_writes_nothing(tmp_path, c
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     out = tmp_path / "out" / "m.json"
-    for inputs, said in (([good, broken], "cannot be read as JSON"), ([good, tmp_path / "none.json"], "not found"),
+    for inputs, said in (([good, broken], "not a readable evaluation JSON"), ([good, tmp_path / "none.json"], "not found"),
                          ([good], "two evaluations or more")):
         with pytest.raises(SystemExit) as info:
             merge_evaluations.main(["--inputs", *map(str, inputs), "--out", str(out)])
