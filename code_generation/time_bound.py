@@ -1,11 +1,16 @@
 """The time bound on every in-process call into generated code: the skill runtime's calls
 (:mod:`rl_baseline.skills.meta_policy`) and the checks that load a combined module (:mod:`code_generation.combine`).
 
-A call writes its deadline (one ``time.monotonic()``) into :data:`WATCHDOG`; one daemon thread per process,
-polling a few times per budget, sends SIGALRM to the main thread (``signal.pthread_kill``) when a call overruns,
-and the handler, installed once, raises :class:`CallTimeout` inside a call only. No system call is made per call
-(arming an interval timer twice per call cost about 10% of a skill-env step). Calls can be bounded only in the
-main thread and where nothing else uses SIGALRM (:func:`ready` says); elsewhere they run unbounded.
+A call writes its deadline into :data:`WATCHDOG`, in the main thread's CPU time (:func:`call_clock`); one daemon
+thread per process, polling a few times per budget, reads that thread's CPU clock and sends SIGALRM to it
+(``signal.pthread_kill``) when a call overruns, and the handler, installed once, raises :class:`CallTimeout` inside a
+call only. CPU time, not the wall clock: on a loaded machine (a niced evaluation beside a training run, 15
+evaluations on 16 cores) a process waiting for a core overran a wall-clock budget of 0.1 s in a few calls per
+million, and each overrun replaced the generated code's decision by the fallback, so results depended on the load;
+a runaway call (a loop) burns CPU time and is still stopped. Reading the clock costs one system call per call
+(about 1 microsecond, a few per skill-env step of about 1 ms; arming an interval timer twice per call cost about
+10% of a step). Calls can be bounded only in the main thread and where nothing else uses SIGALRM (:func:`ready`
+says); elsewhere they run unbounded.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 #: the runtime's budget per call (``MetaPolicyConfig.call_timeout_s``)
 DEFAULT_CALL_TIMEOUT_S = 0.1
@@ -24,13 +29,33 @@ class CallTimeout(BaseException):
     (bare ``except:`` and ``except BaseException`` are refused by the code check)."""
 
 
+def _main_thread_cpu_clock() -> Callable[[], float]:
+    """A reader of the main thread's CPU time usable from any thread (the wall clock where the platform has no
+    per-thread CPU clock: then a loaded machine can stop a call that did not overrun)."""
+    try:
+        clock_id = time.pthread_getcpuclockid(threading.main_thread().ident)  # type: ignore[arg-type]
+        time.clock_gettime(clock_id)
+    except (AttributeError, OSError):
+        return time.monotonic
+    return lambda: time.clock_gettime(clock_id)
+
+
+def call_clock() -> float:
+    """Now, on the clock a deadline is written in: the calling thread's CPU time (calls are bounded in the main
+    thread only, whose CPU clock the watchdog reads)."""
+    return time.thread_time() if _PER_THREAD_CPU_CLOCK else time.monotonic()
+
+
+_PER_THREAD_CPU_CLOCK = hasattr(time, "pthread_getcpuclockid") and hasattr(time, "thread_time")
+
+
 class Watchdog:
     """Interrupts the main thread when a call into generated code overruns its deadline.
 
     One daemon thread per process (restarted lazily after a fork). The main thread writes
-    ``deadline`` (``time.monotonic()`` seconds, 0 = no call running) and ``in_call``; the
-    thread polls every quarter budget (at most 25 ms), so a hanging call is stopped within
-    1.25x its budget (plus the interpreter's 5 ms thread switch interval).
+    ``deadline`` (:func:`call_clock` seconds: its own CPU time; 0 = no call running) and ``in_call``; the
+    thread polls every quarter budget (at most 25 ms), so a runaway call is stopped within
+    1.25x its budget of CPU time (plus the interpreter's 5 ms thread switch interval).
     """
 
     def __init__(self) -> None:
@@ -38,25 +63,29 @@ class Watchdog:
         self.in_call = False
         self._thread: threading.Thread | None = None
         self._poll_s = 0.025
+        self._main_clock: Optional[Callable[[], float]] = None
 
     def start(self, budget_s: float) -> None:
         self._poll_s = min(self._poll_s, max(budget_s / 4.0, 0.001))
         if self._thread is None:
+            self._main_clock = _main_thread_cpu_clock() if _PER_THREAD_CPU_CLOCK else time.monotonic
             self._thread = threading.Thread(target=self._run, args=(threading.main_thread().ident,),
                                             name="generated-code-watchdog", daemon=True)
             self._thread.start()
 
     def _run(self, main_ident: int) -> None:
+        clock = self._main_clock or time.monotonic
         while True:
             time.sleep(self._poll_s)
             deadline = self.deadline
-            if deadline and self.in_call and time.monotonic() > deadline:
+            if deadline and self.in_call and clock() > deadline:
                 self.deadline = 0.0  # once per call
                 signal.pthread_kill(main_ident, signal.SIGALRM)
 
     def forget_thread(self) -> None:
         """In a forked child: the parent's thread does not exist here."""
         self._thread = None
+        self._main_clock = None  # the child's main thread has its own CPU clock
         self.deadline = 0.0
         self.in_call = False
 
@@ -90,7 +119,7 @@ def call_bounded(fn: Callable[..., Any], *args: Any, budget_s: float = DEFAULT_C
     """``fn(*args)``, stopped with :class:`CallTimeout` after ``budget_s`` (unbounded where :func:`ready` is False)."""
     if not ready(budget_s):
         return fn(*args)
-    WATCHDOG.deadline = time.monotonic() + budget_s
+    WATCHDOG.deadline = call_clock() + budget_s
     WATCHDOG.in_call = True
     try:
         return fn(*args)

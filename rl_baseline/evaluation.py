@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -30,7 +31,7 @@ from common.atomic_io import atomic_write_json
 from common.estimates import interval_method, mean_interval95
 from common.progress import PROGRESS_INTERVAL_S, ProgressLog, format_duration
 from rl_baseline.envs.seeding import evaluation_game_seed
-from rl_baseline.tasks.detectors import make_task_tracker
+from rl_baseline.tasks.detectors import ending_of, make_task_tracker, step_messages
 from rl_baseline.tasks.release_protocol import PROTOCOLS, RELEASE_RULES, make_release_tracker, release_window
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ class EpisodeResult:
     release: Optional[dict] = None
     #: "game" (the game ended), "step_limit", "release" or "project" (that rule said done)
     ended_by: str = "game"
+    #: :func:`rl_baseline.tasks.detectors.ending_of`: a death's cause, or how else the episode ended
+    ending: str = ""
 
 
 @dataclass
@@ -161,6 +164,7 @@ def run_evaluation(
     active = np.ones(n, dtype=bool)
     started = n
     steps_run = 0
+    last_messages: list[list[str]] = [[] for _ in range(n)]  # each game's last few, for how it ended
     results: list[EpisodeResult] = []
     recording = frame_fn is not None
     bar = tqdm(total=budget if budget is not None else target, desc=f"eval {task} ({protocol})",
@@ -193,6 +197,9 @@ def run_evaluation(
                 info["skill_preconditions"] = tuple(bool(p) for p in pre)
             project[i].update(info, name)
             release[i].update(info, name)
+            messages = step_messages(info)
+            if messages:
+                last_messages[i] = (last_messages[i] + messages)[-4:]
             if recording and i == 0:
                 frame_fn(env)
             ended_by = None
@@ -210,7 +217,9 @@ def run_evaluation(
                     success=bool(tr.success), count=float(tr.count), value=float(tr.value),
                     length=int(lengths[i]), skill_share=_skill_share(env, skill_names),
                     release=release[i].episode_record(), ended_by=ended_by,
+                    ending=ending_of(last_messages[i], ended_by),
                 ))
+                last_messages[i] = []
                 if target is not None:
                     bar.update(1)
                 if i == 0:
@@ -255,7 +264,7 @@ def _interval(values: Sequence[float], binary: bool) -> dict:
 
 def _episode_dict(e: EpisodeResult, in_window: bool) -> dict:
     return {"success": bool(e.success), "count": e.count, "value": e.value, "length": e.length,
-            "skill_share": e.skill_share, "ended_by": e.ended_by, "release": e.release,
+            "skill_share": e.skill_share, "ended_by": e.ended_by, "ending": e.ending, "release": e.release,
             "in_window": bool(in_window)}
 
 
@@ -372,6 +381,8 @@ def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_name
         "mean_count": mean_count,
         "episode_lengths": lengths,
         "mean_length": float(np.mean(lengths)) if lengths else math.nan,
+        # how the headline's episodes ended: a task's rule, the step limit, or a death and its cause
+        "endings": dict(Counter(e.ending or e.ended_by.replace("_", " ") for e in shown).most_common()),
         "skill_time_share": shares,
         "depth": depth,
         "release": release,
@@ -401,7 +412,7 @@ def write_results(out_stem: Path, summary: dict, skill_names: tuple[str, ...]) -
     project = summary.get("project") or {}
     csv_path = out_stem.with_suffix(".csv")
     header = (["episode", "success", "count", "value", "length"] + [f"share_{s}" for s in skill_names]
-              + ["ended_by", "release_reached", "release_count", "release_seen", "in_window"])
+              + ["ended_by", "ending", "release_reached", "release_count", "release_seen", "in_window"])
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(header)
@@ -409,7 +420,7 @@ def write_results(out_stem: Path, summary: dict, skill_names: tuple[str, ...]) -
             rel = e.get("release") or {}
             w.writerow([i, int(e["success"]), e["count"], e["value"], e["length"]]
                        + [e["skill_share"].get(s, 0.0) for s in skill_names]
-                       + [e.get("ended_by", ""), int(bool(rel.get("reached"))) if rel else "",
+                       + [e.get("ended_by", ""), e.get("ending", ""), int(bool(rel.get("reached"))) if rel else "",
                           "" if rel.get("count") is None else rel.get("count"),
                           "" if rel.get("seen") is None else int(bool(rel.get("seen"))),
                           int(bool(e.get("in_window", True)))])
@@ -418,12 +429,12 @@ def write_results(out_stem: Path, summary: dict, skill_names: tuple[str, ...]) -
         w.writerow(["mean", project.get("success_rate", summary["success_rate"]),
                     project.get("mean_count", summary["mean_count"]), "", summary["mean_length"]]
                    + [summary["skill_time_share"][s] for s in skill_names]
-                   + ["", release.get("reached_rate", ""), release.get("mean", "") if measure == "count" else "",
-                      "", ""])
+                   + ["", "", release.get("reached_rate", ""),
+                      release.get("mean", "") if measure == "count" else "", "", ""])
         p_stderr = project.get("stderr", summary["stderr"])
         w.writerow(["stderr", p_stderr if measure == "success" else "", p_stderr if measure == "count" else "", "",
                     mean_stderr([float(x) for x in lengths])[1]] + ["" for _ in skill_names]
-                   + ["", release.get("stderr", "") if measure == "success" else "",
+                   + ["", "", release.get("stderr", "") if measure == "success" else "",
                       release.get("stderr", "") if measure == "count" else "", "", ""])
 
     png_path = out_stem.with_suffix(".png")
@@ -466,7 +477,7 @@ class MergeError(ValueError):
 def _episode_from_dict(e: dict) -> EpisodeResult:
     return EpisodeResult(success=bool(e["success"]), count=e["count"], value=e["value"], length=int(e["length"]),
                          skill_share=dict(e.get("skill_share") or {}), release=e.get("release"),
-                         ended_by=e.get("ended_by", "game"))
+                         ended_by=e.get("ended_by", "game"), ending=e.get("ending", ""))
 
 
 def _merge_key(key: str, value: Any) -> Any:

@@ -278,6 +278,7 @@ class FakeEnv:
         self.descend_at = descend_at
         self.sale_every = sale_every
         self.preconds = (False, True)
+        self.death_message = ""
 
     def reset(self, seed=None):
         self.episode += 1
@@ -293,6 +294,8 @@ class FakeEnv:
             msgs.append(DESCEND_MESSAGE)
         length = self.lengths[self.episode % len(self.lengths)]
         end = self.t >= length
+        if end and self.death_message:
+            msgs.append(self.death_message)
         return {"x": np.zeros(1)}, 0.0, end, False, _info(messages=msgs, end_status=1 if end else 0)
 
 
@@ -320,6 +323,21 @@ def test_budget_counts_only_finished_episodes_and_averages_the_last_n():
     assert summary["run"] == {"num_envs": 2, "env_step_budget": 20, "env_steps_run": 20,
                               "finished_episodes": 3, "unfinished_episodes": 2}
     assert [e["in_window"] for e in summary["per_episode"]] == [False, True, True]
+
+
+def test_episodes_say_how_they_ended():
+    """A task evaluation that scores 0 is read by how its episodes ended: each records a death's cause."""
+    starving, stepping = FakeEnv([3]), FakeEnv([4])
+    starving.death_message = "You die from starvation."
+    run = run_evaluation([starving, stepping], FakePolicy(), "gnomish", protocol="release", env_steps=16,
+                         progress=False)
+    assert sorted({(e.length, e.ending) for e in run.episodes}) == [(3, "starved"), (4, "other")]
+    s = summarize("gnomish", "success", run.episodes, (), protocol="release", stats_avg=1000, run=run)
+    assert s["endings"] == {"starved": 2, "other": 2}
+    assert [e["ending"] for e in s["per_episode"]] == [e.ending for e in run.episodes]
+    descending = FakeEnv([50], descend_at=7)
+    run = run_evaluation([descending], FakePolicy(), "transactions", protocol="release", env_steps=20, progress=False)
+    assert summarize("transactions", "count", run.episodes, (), protocol="release")["endings"] == {"release": 2}
 
 
 def test_release_protocol_ends_interaction_episodes_at_the_descent():

@@ -54,6 +54,39 @@ def test_travel_actions_walk_towards_the_staircase_seen_on_the_map():
         env.close()
 
 
+def test_travel_down_aims_at_the_nearest_staircase_so_it_cannot_leave_the_one_just_climbed():
+    """The limit of the travel lever on the level holding the Mines staircase (seed 1: level 2 has two ``>``).
+
+    The release's gnomish retry loop climbs back after a descent outside the Mines; the hero then stands on the
+    Dungeons-of-Doom ``>``, which its ``@`` hides, so travel heads for the other one; once a step off it, the
+    nearest ``>`` is the one just left again and the hero walks back. Travel alternates and never reaches the
+    Mines staircase; a policy must walk there with its own moves."""
+    env = make_monk_env(wizard=True, max_episode_steps=200, travel_actions=True)
+    try:
+        names = action_names_for(env.action_space.n)
+        env.seed(1, 1001, reseed=False)
+        env.reset()
+        env.wizard_level_teleport(2)
+        env.wizard_keys(MAP)
+        mines, main = sorted(map(tuple, _stairs(env, ">")), key=lambda s: -s[1])  # seed 1: the lower one, row 17
+        env.wizard_keys(b"\x14>>.")  # the second '>' the cursor visits: the main dungeon's
+        assert tuple(_hero(env)) == main
+        _, _, _, _, info = env.step(action_index("down"))
+        assert (info["depth"], info["dungeon_number"]) == (3, 0)
+        _, _, _, _, info = env.step(action_index("up"))
+        assert info["depth"] == 2 and tuple(_hero(env)) == main  # back on the staircase just taken
+        positions = []
+        for _ in range(6):
+            env.step(names.index("travel_down"))
+            positions.append(tuple(_hero(env)))
+        distance_to = lambda stairs, p: max(abs(p[0] - stairs[0]), abs(p[1] - stairs[1]))  # noqa: E731
+        assert distance_to(mines, positions[0]) < distance_to(mines, main)  # first towards the other '>'
+        assert main in positions[1:]  # then back onto the nearest: the one just climbed
+        assert mines not in positions
+    finally:
+        env.close()
+
+
 def test_without_the_flag_the_action_set_is_the_releases():
     env = make_monk_env(max_episode_steps=20)
     try:

@@ -283,7 +283,8 @@ def test_forced_skill_episodes_are_the_same_games_on_every_run():
 
 
 def test_episodes_record_their_actions_and_how_they_ended_on_live_games():
-    from rl_baseline.sf.skill_eval import ending_of, run_skill_episodes
+    from rl_baseline.sf.skill_eval import run_skill_episodes
+    from rl_baseline.tasks.detectors import ending_of
 
     class Pray:  # a Monk praying on every turn angers the god within a few turns
         def act(self, obs):

@@ -27,7 +27,8 @@ protocol's), the
 sections ``"release"`` and ``"project"`` with each rule set's numbers, ``"protocol"`` /
 ``"episodes_ended_by"`` (which protocol ended the episodes), ``"run"`` (budget, steps run,
 finished and dropped episodes), ``"depth"`` (where the episodes got to: deepest level, Mines
-entered, descents), ``"meta_policy_errors"`` (exceptions the generated code raised;
+entered, descents), ``"endings"`` (how the headline's episodes ended: a task's rule, the step limit, or
+a death and its cause read from the last messages), ``"meta_policy_errors"`` (exceptions the generated code raised;
 a non-zero count is also a warning at the end of the run) and ``per_episode``.
 
 Writes ``{train_dir}/{experiment}/eval/{task}_seed{code_seed}.{json,csv,png}`` (and a
@@ -268,6 +269,10 @@ def evaluate(cfg: Any) -> dict:
                 summary["episodes"],
                 release.get("metric"), release.get("mean", math.nan),
                 summary["project"]["measure"], summary["project"]["mean"], counted, ", ".join(str(p) for p in paths))
+    endings = summary.get("endings") or {}
+    if endings:
+        logger.info("%s: how the %d episodes ended: %s", task, sum(endings.values()),
+                    ", ".join(f"{name} {n}" for name, n in endings.items()))
     if run.meta_policy_errors:
         logger.warning("the %s meta-policy raised %d exception(s) during this evaluation (each replaced by its "
                        "fallback; the first ones are logged above with their tracebacks): its results are not "

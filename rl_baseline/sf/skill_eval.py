@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
@@ -34,6 +33,7 @@ from rl_baseline.envs.seeding import evaluation_game_seed, seed_run
 from rl_baseline.sf.cfg import EVAL_POLICIES, ConfigError, SkillEnvConfig, forced_skill, require_resolved
 from rl_baseline.sf.evaluate import eval_dir
 from rl_baseline.sf.policy import UniformRandomPolicy, load_policy
+from rl_baseline.tasks.detectors import ending_of
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SKILL_MEASURES
 
 logger = logging.getLogger(__name__)
@@ -42,27 +42,6 @@ _REGISTERED: list[bool] = []  # sample-factory's registry is per process: regist
 
 #: the three policies of the skill report
 POLICY_KINDS = EVAL_POLICIES
-
-#: how a game ended, read from its last messages (first match wins); a coarse summary for the report
-_ENDINGS = (
-    ("angered its god (prayer)", re.compile(r"Thou hast angered me|Thou durst|bolt of lightning|"
-                                            r"wide-angle disintegration|elemental of ")),
-    ("starved", re.compile(r"starvation|faint from lack of food")),
-    ("killed by a monster", re.compile(r"You die|You fry|You are killed")),
-)
-
-
-def ending_of(messages: Sequence[str], ended_by: str) -> str:
-    """How an episode ended in a few words: the step limit, or a death's cause read from the
-    episode's last messages (``other`` when none of the patterns matches)."""
-    if ended_by != "game":
-        return ended_by.replace("_", " ")
-    text = "  ".join(messages)
-    for name, pattern in _ENDINGS:
-        if pattern.search(text):
-            return name
-    return "other"
-
 
 @dataclass
 class SkillEpisode:

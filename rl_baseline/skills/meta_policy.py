@@ -59,8 +59,9 @@ task and seed) and replaced by a fallback (``next_skill`` -> ``"discoverer"``,
 module never crashes an env worker. Each call is bounded in time
 (``MetaPolicyConfig.call_timeout_s``, default 0.1 s) when the wrapper is reset in the main
 thread of the process (the case for sample-factory env workers) and SIGALRM is not used by
-anything else, by :mod:`code_generation.time_bound` (a watchdog thread and SIGALRM, no system
-call per call). Elsewhere (other threads, platforms without ``pthread_kill``) calls run unbounded.
+anything else, by :mod:`code_generation.time_bound` (a watchdog thread and SIGALRM, on the
+CPU time the call uses, so a loaded machine does not stop it). Elsewhere (other threads,
+platforms without ``pthread_kill``) calls run unbounded.
 A skill name outside ``SKILLS`` is replaced by the fallback too. :func:`load` returns
 a wrapper that is already reset; call :meth:`MetaPolicy.reset` at every episode start.
 
@@ -69,7 +70,6 @@ Pure Python + numpy: no NLE, no sample-factory.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -140,7 +140,7 @@ class MetaPolicy:
         watch = time_bound.WATCHDOG if self._use_timer else None
         try:
             if watch is not None:
-                watch.deadline = time.monotonic() + self.config.call_timeout_s
+                watch.deadline = time_bound.call_clock() + self.config.call_timeout_s
                 watch.in_call = True
             try:
                 return True, fn(*args)

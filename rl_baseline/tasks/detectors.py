@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from common.nethack.prices import (
     BOOTS_APPEARANCES,
@@ -76,6 +76,7 @@ __all__ = [
     "price_identifies",
     "identified_appearance",
     "step_messages",
+    "ending_of",
 ]
 
 GNOMISH_MINES_DNUM = 2  # NetHack dnum of the Gnomish Mines
@@ -575,6 +576,27 @@ def is_death(info: dict) -> bool:
         return False
     name = getattr(status, "name", str(status)).upper()
     return "DEATH" in name or (isinstance(status, int) and int(status) == 1)
+
+
+#: how a game ended, read from its last messages (first match wins); a coarse summary for the evaluations
+_ENDINGS = (
+    ("angered its god (prayer)", re.compile(r"Thou hast angered me|Thou durst|bolt of lightning|"
+                                            r"wide-angle disintegration|elemental of ")),
+    ("starved", re.compile(r"starvation|faint from lack of food")),
+    ("killed by a monster", re.compile(r"You die|You fry|You are killed")),
+)
+
+
+def ending_of(messages: Sequence[str], ended_by: str) -> str:
+    """How an episode ended in a few words: ``ended_by`` when the game did not end (the step limit, a task's
+    rule), else a death's cause read from the episode's last messages (``other`` when none matches)."""
+    if ended_by != "game":
+        return ended_by.replace("_", " ")
+    text = "  ".join(messages)
+    for name, pattern in _ENDINGS:
+        if pattern.search(text):
+            return name
+    return "other"
 
 
 _TRACKERS: dict[str, Callable[[], TaskTracker]] = {
