@@ -7,9 +7,8 @@ thread per process, polling a few times per budget, reads that thread's CPU cloc
 call only. CPU time, not the wall clock: on a loaded machine (a niced evaluation beside a training run, 15
 evaluations on 16 cores) a process waiting for a core overran a wall-clock budget of 0.1 s in a few calls per
 million, and each overrun replaced the generated code's decision by the fallback, so results depended on the load;
-a runaway call (a loop) burns CPU time and is still stopped. Reading the clock costs one system call per call
-(about 1 microsecond, a few per skill-env step of about 1 ms; arming an interval timer twice per call cost about
-10% of a step). Calls can be bounded only in the main thread and where nothing else uses SIGALRM (:func:`ready`
+a runaway call (a loop) burns CPU time and is still stopped. Reading the thread's CPU clock is one system call
+per call (arming an interval timer, two per call, cost about 10% of a skill-env step). Calls can be bounded only in the main thread and where nothing else uses SIGALRM (:func:`ready`
 says); elsewhere they run unbounded.
 """
 from __future__ import annotations
