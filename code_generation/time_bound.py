@@ -1,15 +1,15 @@
 """The time bound on every in-process call into generated code: the skill runtime's calls
 (:mod:`rl_baseline.skills.meta_policy`) and the checks that load a combined module (:mod:`code_generation.combine`).
 
-A call writes its deadline into :data:`WATCHDOG`, in the main thread's CPU time (:func:`call_clock`); one daemon
+A call writes its deadline into :data:`WATCHDOG`, in the main thread's CPU time (``WATCHDOG.now``); one daemon
 thread per process, polling a few times per budget, reads that thread's CPU clock and sends SIGALRM to it
 (``signal.pthread_kill``) when a call overruns, and the handler, installed once, raises :class:`CallTimeout` inside a
 call only. CPU time, not the wall clock: on a loaded machine (a niced evaluation beside a training run, 15
 evaluations on 16 cores) a process waiting for a core overran a wall-clock budget of 0.1 s in a few calls per
 million, and each overrun replaced the generated code's decision by the fallback, so results depended on the load;
 a runaway call (a loop) burns CPU time and is still stopped. Reading the thread's CPU clock is one system call
-per call (arming an interval timer, two per call, cost about 10% of a skill-env step). Calls can be bounded only in the main thread and where nothing else uses SIGALRM (:func:`ready`
-says); elsewhere they run unbounded.
+per call (arming an interval timer, two per call, cost about 10% of a skill-env step). Calls can be bounded only
+in the main thread and where nothing else uses SIGALRM (:func:`ready` says); elsewhere they run unbounded.
 """
 from __future__ import annotations
 
@@ -28,31 +28,24 @@ class CallTimeout(BaseException):
     (bare ``except:`` and ``except BaseException`` are refused by the code check)."""
 
 
-def _main_thread_cpu_clock() -> Callable[[], float]:
-    """A reader of the main thread's CPU time usable from any thread (the wall clock where the platform has no
-    per-thread CPU clock: then a loaded machine can stop a call that did not overrun)."""
+def _clocks() -> tuple[Callable[[], float], Callable[[], float]]:
+    """The main thread's CPU time twice: as the main thread reads it (to write a deadline) and as another thread
+    reads it (the watchdog). Where the platform has no per-thread CPU clock, the wall clock for both: then a
+    loaded machine can stop a call that did not overrun."""
     try:
         clock_id = time.pthread_getcpuclockid(threading.main_thread().ident)  # type: ignore[arg-type]
         time.clock_gettime(clock_id)
+        time.thread_time()
     except (AttributeError, OSError):
-        return time.monotonic
-    return lambda: time.clock_gettime(clock_id)
-
-
-def call_clock() -> float:
-    """Now, on the clock a deadline is written in: the calling thread's CPU time (calls are bounded in the main
-    thread only, whose CPU clock the watchdog reads)."""
-    return time.thread_time() if _PER_THREAD_CPU_CLOCK else time.monotonic()
-
-
-_PER_THREAD_CPU_CLOCK = hasattr(time, "pthread_getcpuclockid") and hasattr(time, "thread_time")
+        return time.monotonic, time.monotonic
+    return time.thread_time, lambda: time.clock_gettime(clock_id)
 
 
 class Watchdog:
     """Interrupts the main thread when a call into generated code overruns its deadline.
 
     One daemon thread per process (restarted lazily after a fork). The main thread writes
-    ``deadline`` (:func:`call_clock` seconds: its own CPU time; 0 = no call running) and ``in_call``; the
+    ``deadline`` (:attr:`now` seconds: its own CPU time; 0 = no call running) and ``in_call``; the
     thread polls every quarter budget (at most 25 ms), so a runaway call is stopped within
     1.25x its budget of CPU time (plus the interpreter's 5 ms thread switch interval).
     """
@@ -62,12 +55,14 @@ class Watchdog:
         self.in_call = False
         self._thread: threading.Thread | None = None
         self._poll_s = 0.025
+        #: the main thread's clock as it reads it (deadlines are written in it) and as the watchdog reads it
+        self.now: Callable[[], float] = time.monotonic
         self._main_clock: Optional[Callable[[], float]] = None
 
     def start(self, budget_s: float) -> None:
         self._poll_s = min(self._poll_s, max(budget_s / 4.0, 0.001))
         if self._thread is None:
-            self._main_clock = _main_thread_cpu_clock() if _PER_THREAD_CPU_CLOCK else time.monotonic
+            self.now, self._main_clock = _clocks()
             self._thread = threading.Thread(target=self._run, args=(threading.main_thread().ident,),
                                             name="generated-code-watchdog", daemon=True)
             self._thread.start()
@@ -84,7 +79,7 @@ class Watchdog:
     def forget_thread(self) -> None:
         """In a forked child: the parent's thread does not exist here."""
         self._thread = None
-        self._main_clock = None  # the child's main thread has its own CPU clock
+        self.now, self._main_clock = time.monotonic, None  # the child's main thread has its own CPU clock
         self.deadline = 0.0
         self.in_call = False
 
@@ -118,7 +113,7 @@ def call_bounded(fn: Callable[..., Any], *args: Any, budget_s: float = DEFAULT_C
     """``fn(*args)``, stopped with :class:`CallTimeout` after ``budget_s`` (unbounded where :func:`ready` is False)."""
     if not ready(budget_s):
         return fn(*args)
-    WATCHDOG.deadline = call_clock() + budget_s
+    WATCHDOG.deadline = WATCHDOG.now() + budget_s
     WATCHDOG.in_call = True
     try:
         return fn(*args)

@@ -209,6 +209,23 @@ def test_the_budget_is_cpu_time_so_a_call_waiting_for_a_core_is_not_stopped():
     assert 0.1 <= time.thread_time() - start < 0.4
 
 
+def test_without_a_per_thread_cpu_clock_both_ends_read_the_wall_clock(monkeypatch):
+    """The deadline's writer and the watchdog read one clock: a deadline in CPU seconds compared with the wall
+    clock would stop every call at once."""
+    import time
+
+    from code_generation import time_bound
+
+    writer, reader = time_bound._clocks()
+    assert writer is time.thread_time and abs(reader() - writer()) < 0.05  # the main thread's CPU time, twice
+
+    def unavailable(_ident):
+        raise OSError("no per-thread CPU clock")
+
+    monkeypatch.setattr(time, "pthread_getcpuclockid", unavailable)
+    assert time_bound._clocks() == (time.monotonic, time.monotonic)
+
+
 def test_loader_refuses_unsafe_module_and_reports_missing_ones(tmp_path):
     _write_module(tmp_path, "delphi", 1, "import os\n" + BROKEN)
     with pytest.raises(meta_policy.MetaPolicyError, match="import of 'os'"):

@@ -140,7 +140,7 @@ class MetaPolicy:
         watch = time_bound.WATCHDOG if self._use_timer else None
         try:
             if watch is not None:
-                watch.deadline = time_bound.call_clock() + self.config.call_timeout_s
+                watch.deadline = watch.now() + self.config.call_timeout_s
                 watch.in_call = True
             try:
                 return True, fn(*args)
