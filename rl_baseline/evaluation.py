@@ -382,7 +382,8 @@ def summarize(task: str, measure: str, episodes: list[EpisodeResult], skill_name
         "episode_lengths": lengths,
         "mean_length": float(np.mean(lengths)) if lengths else math.nan,
         # how the headline's episodes ended: a task's rule, the step limit, or a death and its cause
-        "endings": dict(Counter(e.ending or e.ended_by.replace("_", " ") for e in shown).most_common()),
+        # (an episode read back from a JSON of before has no ending: its cause is then unknown)
+        "endings": dict(Counter(e.ending or ending_of([], e.ended_by) for e in shown).most_common()),
         "skill_time_share": shares,
         "depth": depth,
         "release": release,
