@@ -1,5 +1,6 @@
 """The levers of the CPU screens (this project's, not the release's): ``--travel_actions`` and ``--stairs_input``,
-on live wizard-mode games, in the network, and refused where they cannot work."""
+on live wizard-mode games, in the network, and refused where they cannot work; ``--policy_heads per_skill`` (the
+paper's ablation) refused where it cannot work."""
 from __future__ import annotations
 
 import json
@@ -172,3 +173,28 @@ def test_a_run_refuses_to_load_with_another_network_shape_naming_the_flag(tmp_pa
     with pytest.raises(ConfigError, match=f"{flag} {not trained}: the run at .* was trained with {flag} {trained}"):
         resolve_cfg(argv + [flag, str(not trained)], files=False)
     assert getattr(resolve_cfg(argv, files=False), flag[2:]) is trained  # without the flag: the saved value
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--env", "nle_fixed_eat_action"], "--policy_heads per_skill: .*--env nle_fixed_eat_action"),
+    (["--actor_critic_share_weights", "False"], "drop --actor_critic_share_weights False"),
+])
+def test_per_skill_heads_are_refused_where_the_network_cannot_take_them(argv, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_cfg(argv + ["--policy_heads", "per_skill"])
+    assert parse_cfg(["--policy_heads", "per_skill"]).policy_heads == "per_skill"
+
+
+@pytest.mark.parametrize("trained,given", [("per_skill", "shared"), ("shared", "per_skill")])
+def test_a_run_refuses_to_load_with_other_policy_heads_naming_the_flag(tmp_path, trained, given):
+    run = tmp_path / "exp"
+    run.mkdir()
+    saved = vars(parse_cfg(["--train_dir", str(tmp_path), "--experiment", "exp"]))
+    saved["policy_heads"] = trained
+    (run / "config.json").write_text(json.dumps({k: v for k, v in saved.items() if k != "cli_args"}, default=str))
+    argv = ["--train_dir", str(tmp_path), "--experiment", "exp", "--evaluation", "True", "--eval_target", "gnomish"]
+    with pytest.raises(ConfigError, match=f"--policy_heads {given}: the run at .* was trained with --policy_heads "
+                                          f"{trained}, and its network's heads"):
+        resolve_cfg(argv + ["--policy_heads", given], files=False)
+    assert resolve_cfg(argv, files=False).policy_heads == trained  # without the flag: the saved value
+    assert resolve_cfg(argv + ["--policy_heads", trained], files=False).policy_heads == trained

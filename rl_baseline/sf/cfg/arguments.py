@@ -138,7 +138,7 @@ def skill_policy_config_dir(cfg: argparse.Namespace) -> Optional[str]:
 SAVED_BEFORE_FLAG: dict[str, Any] = {"encoder_arch": "project"}
 #: flags that shape the network (its inputs or its action head), with their value in a ``config.json`` written
 #: before the flag existed: a saved run's checkpoints load only with the value it was trained with
-NETWORK_SHAPE_FLAGS: dict[str, Any] = {"travel_actions": False, "stairs_input": False}
+NETWORK_SHAPE_FLAGS: dict[str, Any] = {"travel_actions": False, "stairs_input": False, "policy_heads": "shared"}
 
 
 def _keep_saved_meanings(merged: Any, path: str) -> dict[str, Any]:
@@ -160,10 +160,16 @@ def _check_network_shape(saved: dict[str, Any], explicit: dict[str, Any], path: 
         if key not in explicit:
             continue
         trained = saved.get(key, before)
-        if bool(explicit[key]) != bool(trained):
-            raise ConfigError(f"--{key} {explicit[key]}: the run at {os.path.dirname(path)} was trained with --{key} "
-                              f"{trained}, and its network has {'these' if trained else 'no such'} inputs or actions; "
-                              f"drop --{key} (the saved value is used) or use another --experiment")
+        if isinstance(before, bool):
+            if bool(explicit[key]) == bool(trained):
+                continue
+            shape = f"its network has {'these' if trained else 'no such'} inputs or actions"
+        else:
+            if str(explicit[key]) == str(trained):
+                continue
+            shape = "its network's heads are shaped by it"
+        raise ConfigError(f"--{key} {explicit[key]}: the run at {os.path.dirname(path)} was trained with --{key} "
+                          f"{trained}, and {shape}; drop --{key} (the saved value is used) or use another --experiment")
 
 
 def with_saved_experiment(cfg: argparse.Namespace, required: bool,

@@ -73,6 +73,13 @@ def check_command_line(cfg: argparse.Namespace) -> None:
         if getattr(cfg, lever, False) and cfg.env != SKILL_ENV:
             raise ConfigError(f"--{lever} True: {what} ({SKILL_ENV}); --env {cfg.env} (root env {cfg.root_env}) "
                               "plays with its own")
+    if getattr(cfg, "policy_heads", "shared") == "per_skill":
+        if cfg.env != SKILL_ENV:
+            raise ConfigError(f"--policy_heads per_skill: a head per skill is picked by the active skill, which only "
+                              f"{SKILL_ENV} has; --env {cfg.env} (root env {cfg.root_env}) trains one reward")
+        if not getattr(cfg, "actor_critic_share_weights", True):
+            raise ConfigError("--policy_heads per_skill is built on the shared-weights actor-critic: drop "
+                              "--actor_critic_share_weights False")
     if cfg.eval_target != NO_TASK and cfg.eval_target not in ALL_TASKS:
         raise ConfigError(f"--eval_target {cfg.eval_target!r}: expected one of {', '.join(ALL_TASKS)} or none")
     if getattr(cfg, "reward_encoder", None) is not None:
