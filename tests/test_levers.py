@@ -198,3 +198,10 @@ def test_a_run_refuses_to_load_with_other_policy_heads_naming_the_flag(tmp_path,
         resolve_cfg(argv + ["--policy_heads", given], files=False)
     assert resolve_cfg(argv, files=False).policy_heads == trained  # without the flag: the saved value
     assert resolve_cfg(argv + ["--policy_heads", trained], files=False).policy_heads == trained
+
+
+@pytest.mark.parametrize("gamma", ["0", "1.5", "-0.99"])
+def test_a_discount_outside_zero_to_one_is_refused(gamma):
+    with pytest.raises(ConfigError, match=f"--gamma {float(gamma)}: a discount in \\(0, 1\\]"):
+        parse_cfg(["--gamma", gamma])
+    assert parse_cfg(["--gamma", "0.998"]).gamma == 0.998 and parse_cfg(["--gamma", "1"]).gamma == 1.0

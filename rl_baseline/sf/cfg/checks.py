@@ -73,6 +73,9 @@ def check_command_line(cfg: argparse.Namespace) -> None:
         if getattr(cfg, lever, False) and cfg.env != SKILL_ENV:
             raise ConfigError(f"--{lever} True: {what} ({SKILL_ENV}); --env {cfg.env} (root env {cfg.root_env}) "
                               "plays with its own")
+    gamma = getattr(cfg, "gamma", None)
+    if gamma is not None and not 0.0 < float(gamma) <= 1.0:
+        raise ConfigError(f"--gamma {gamma}: a discount in (0, 1] (the release's 0.99; screened: 0.998)")
     if getattr(cfg, "policy_heads", "shared") == "per_skill":
         if cfg.env != SKILL_ENV:
             raise ConfigError(f"--policy_heads per_skill: a head per skill is picked by the active skill, which only "
