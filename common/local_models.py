@@ -63,8 +63,9 @@ LOCAL_MODELS: dict[str, LocalModel] = {
 
 #: How to build llama-cpp-python on CPUs like this project's machines. The default native build
 #: (-march=native) crashed with a segmentation fault at the first token here; this instruction set is
-#: what x86_64 servers of the last ten years share.
-LLAMA_CPP_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+#: what x86_64 servers of the last ten years share. LLAVA_BUILD=OFF skips the multimodal library (mtmd), which
+#: only llama-cpp-python's image chat handlers load and nothing here uses: less to compile.
+LLAMA_CPP_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
 LLAMA_CPP_INSTALL = (
     f'CMAKE_ARGS="{LLAMA_CPP_CMAKE_ARGS}" pip install -r requirements-local-llm.txt '
     "(builds llama-cpp-python from source, about 6 minutes on 2 cores)"

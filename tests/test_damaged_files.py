@@ -458,6 +458,9 @@ POLICY_READERS = [
 @pytest.mark.slow
 @pytest.mark.parametrize("name,target,run,extra", POLICY_READERS, ids=[r[0] for r in POLICY_READERS])
 def test_the_skill_policys_files_damaged_are_refused_by_name(trained_run, tmp_path, name, target, run, extra):
+    from concurrent.futures import ThreadPoolExecutor
+
+    checks = []
     for kind in BYTE_DAMAGE + tuple(extra):
         run_dir = tmp_path / kind
         shutil.copytree(trained_run, run_dir)
@@ -467,7 +470,11 @@ def test_the_skill_policys_files_damaged_are_refused_by_name(trained_run, tmp_pa
             extra[kind](run_dir, path)
         else:
             path.write_bytes(damage_bytes(path.read_bytes(), kind))
-        check_refused(reader, run_dir, kind)
+        checks.append((reader, run_dir, kind))
+    # each damaged copy is its own run folder and its reader a process mostly importing: two at a time
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for done in [pool.submit(check_refused, *check) for check in checks]:
+            done.result()
 
 
 # ------------------------------------------------------------------ permissions

@@ -144,14 +144,15 @@ def _real_labels(root: Path, n: int) -> tuple[np.ndarray, list[dict], dict]:
 @pytest.mark.slow
 @needs_llama_cpp
 def test_annotation_with_the_real_model_in_process(tmp_path, capsys) -> None:
-    write_dataset(tmp_path, "descender", make_dataset(3))
+    # two pairs in one batch: the path is the same for any number, and each pair costs seconds on 2 cores
+    write_dataset(tmp_path, "descender", make_dataset(2))
     rc = annotate_pairs.main(cli(tmp_path, "--backend", "llamacpp", "--model", "smollm2-135m",
-                                 "--max_tokens", "96", "--batch_size", "3", "--max_unusable_share", "1"))
+                                 "--max_tokens", "96", "--batch_size", "2", "--max_unusable_share", "1"))
     assert rc == 0, capsys.readouterr().err
-    labels, records, meta = _real_labels(tmp_path, 3)
-    assert labels.shape == (3,) and set(labels.tolist()) <= {0, 1, 2, 3}
+    labels, records, meta = _real_labels(tmp_path, 2)
+    assert labels.shape == (2,) and set(labels.tolist()) <= {0, 1, 2, 3}
     # the log holds the model's own replies, and the metadata says a language model made the labels
-    assert len(records) == 3 and all(r["replies"] and "Moment 1" in r["prompt"] for r in records)
+    assert len(records) == 2 and all(r["replies"] and "Moment 1" in r["prompt"] for r in records)
     _assert_made_by(meta, labels, "llamacpp")
 
 
@@ -206,13 +207,13 @@ def smollm_server(tmp_path_factory):
 @needs_llama_cpp
 def test_annotation_through_llama_cpps_own_server(smollm_server, tmp_path, capsys) -> None:
     assert smollm_server["url"] == f"http://127.0.0.1:{smollm_server['port']}/v1"
-    write_dataset(tmp_path, "descender", make_dataset(4))
+    write_dataset(tmp_path, "descender", make_dataset(2))  # two pairs, two requests at once
     rc = annotate_pairs.main(cli(tmp_path, "--backend", "openai", "--base_url", smollm_server["url"],
                                  "--model", "smollm2-135m", "--max_tokens", "96", "--concurrency", "2",
                                  "--max_unusable_share", "1"))
     assert rc == 0, capsys.readouterr().err
-    labels, records, meta = _real_labels(tmp_path, 4)
-    assert labels.shape == (4,) and len(records) == 4 and all(r["replies"] for r in records)
+    labels, records, meta = _real_labels(tmp_path, 2)
+    assert labels.shape == (2,) and len(records) == 2 and all(r["replies"] for r in records)
     _assert_made_by(meta, labels, "openai")
 
 
@@ -221,7 +222,7 @@ def test_annotation_through_llama_cpps_own_server(smollm_server, tmp_path, capsy
 def test_a_constrained_retry_through_llama_cpps_server_ends_every_pair_with_an_answer(smollm_server, tmp_path,
                                                                                      capsys) -> None:
     """The server reads the grammar the client sends: the free first reply may ramble, the retry cannot."""
-    labels, records, meta = _annotated(tmp_path, capsys, 3, "--backend", "openai", "--base_url", smollm_server["url"],
+    labels, records, meta = _annotated(tmp_path, capsys, 2, "--backend", "openai", "--base_url", smollm_server["url"],
                                        "--answer_mode", "constrained_retry", "--max_tokens", "48", "--concurrency", "2")
     assert set(labels.tolist()) <= {0, 1, 2}
     assert all(len(r["replies"]) == 1 or r["replies"][1] in ANSWER_CHOICES for r in records)

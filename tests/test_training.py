@@ -578,6 +578,9 @@ def broken_init(self, *args, **kwargs):
     raise RuntimeError("simulated learner failure")
 
 Learner.init = broken_init  # the learner process starts from this one, with the fault in place
+from rl_baseline.sf import train
+# the watchdog's grace for the components left running cut from 30 s to 5 s: the same path, 25 s sooner
+train.ProcessWatchdog.__init__.__defaults__ = (2.0, 5.0)
 from scripts.main import main
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 import gymnasium as gym
 
+from common.worker_exit import skip_final_collection_in_worker
 from rl_baseline.baselines.embedding_reward import EmbeddingReward, EmbeddingRewardConfig
 from rl_baseline.baselines.llm_policy.meta import make_llm_meta_policy
 from rl_baseline.baselines.motif_tasks import MotifTaskReward
@@ -128,6 +129,7 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
 
 def make_sf_env(full_env_name: str, cfg: Any, env_config: Any = None, render_mode: Optional[str] = None) -> gym.Env:
     """sample-factory's env factory signature: the environments of training."""
+    skip_final_collection_in_worker()  # a rollout worker: its exit was seconds of garbage collection
     # without --seed a run draws its own, so runs still differ (sample-factory's seeds are env indices)
     run_seed = cfg.seed if cfg.seed is not None else random.SystemRandom().randrange(1 << 31)
     config = dataclasses.replace(SkillEnvConfig.from_cfg(cfg), training_seed=int(run_seed))
