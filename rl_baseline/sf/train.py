@@ -192,6 +192,10 @@ def _exitcode(proc: Any) -> Optional[int]:
     return getattr(inner, "exitcode", None)
 
 
+#: seconds the components left running get to stop after a worker died, before the event loop is stopped directly
+WORKER_FAILURE_GRACE_S = 30.0
+
+
 class ProcessWatchdog(AlgoObserver):
     """Fails the run fast when a worker process dies (see the module docstring).
 
@@ -201,7 +205,7 @@ class ProcessWatchdog(AlgoObserver):
     is stopped directly so that the main process can exit.
     """
 
-    def __init__(self, interval: float = 2.0, grace: float = 30.0) -> None:
+    def __init__(self, interval: float = 2.0, grace: float = WORKER_FAILURE_GRACE_S) -> None:
         self.interval = float(interval)
         self.grace = float(grace)
         self.failed_at: Optional[float] = None
@@ -313,7 +317,7 @@ def train(cfg: Any) -> int:
         runner.register_observer(SkillStatsObserver(experiment_dir(cfg=cfg)))
         if annotator is not None:
             runner.register_observer(OnlineStatsObserver(cfg.online_store_dir, annotator))
-        watchdog = ProcessWatchdog()
+        watchdog = ProcessWatchdog(grace=WORKER_FAILURE_GRACE_S)  # read here, so a driver script can set it
         runner.register_observer(watchdog)
         status = runner.init()
         if status == ExperimentStatus.SUCCESS:
