@@ -588,6 +588,7 @@ def test_no_nle_or_sample_factory_or_torch_at_import(tmp_path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+@pytest.mark.serial
 def test_kill_minus_9_then_resume_equals_an_uninterrupted_run(tmp_path) -> None:
     num_pairs = 60
     write_dataset(tmp_path, "descender", make_dataset(num_pairs, seed=5))
@@ -670,6 +671,7 @@ def test_an_annotation_while_another_holds_the_same_labels_is_refused_at_once(tm
     assert not list(pref.glob("*.lock"))  # each run removed its own lock file
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_a_second_process_is_refused_naming_the_first_and_a_killed_ones_lock_is_taken_over(tmp_path) -> None:
     num_pairs = 40

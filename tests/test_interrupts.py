@@ -50,6 +50,7 @@ def _interrupt(proc: subprocess.Popen, signum: int) -> tuple[int, str]:
     return proc.returncode, err
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("signum, status", SIGNALS)
 def test_annotation_interrupted_says_what_is_saved_and_resumes_exactly(tmp_path, signum, status) -> None:
     num_pairs = 60
@@ -131,6 +132,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("signum, status", SIGNALS[1:])
 def test_the_pipeline_passes_the_signal_to_its_phase_and_says_how_to_resume(tmp_path, signum, status) -> None:
     write_dataset(tmp_path, "descender", make_dataset(60, seed=5))

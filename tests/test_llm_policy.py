@@ -179,6 +179,7 @@ def test_token_counts_are_the_backends_usage_when_reported_else_the_approximatio
     assert approx.stats.calls == 1 and approx.stats.sent_tokens == r.tokens
 
 
+@pytest.mark.serial
 def test_openai_backend_reads_the_servers_usage(tmp_path):
     from common.llm import make_backend
 
@@ -494,6 +495,7 @@ def test_llm_policy_end_to_end_with_the_stand_in_and_its_step_cap(tmp_path):
     assert json.loads((eq / "cost.json").read_text())["method"] == "llm_policy_equivalent"
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_llm_policy_over_http_counts_usage_caches_replies_and_replays(tmp_path):
     log = tmp_path / "server.jsonl"
@@ -529,6 +531,7 @@ def test_llm_policy_over_http_counts_usage_caches_replies_and_replays(tmp_path):
     assert not (replay_out / "llm_cache").exists()
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_llm_policy_counts_every_unreadable_reply_and_acts_safely(tmp_path):
     log = tmp_path / "server.jsonl"
@@ -617,6 +620,7 @@ def test_pipeline_phases_of_every_baseline_run_at_smoke_scale(pipeline_run):
     assert not list((Path(cfg.policy_train_dir) / cfg.experiment).glob("eval/*"))  # MaestroMotif's folder untouched
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_hierarchical_llm_over_http_chooses_every_skill_and_counts_it(pipeline_run, tmp_path):
     cfg, _ = pipeline_run
