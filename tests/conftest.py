@@ -1,8 +1,8 @@
 """Suite set-up: NetHack's calendar pinned (see ``tests/game_calendar.py``), the ``slow`` and ``serial`` markers.
 
 ``pytest -m "not slow"`` is the quick loop; the end-to-end tests are marked ``slow``. Under pytest-xdist
-(``-n 2``) the tests marked ``serial`` are deselected, and ``pytest -m serial`` runs them after, one at a time:
-the whole suite as CI runs it is ``python -m pytest -n 2 && python -m pytest -m serial``.
+(``-n 2``) the tests marked ``serial`` are deselected, and ``pytest -m serial`` runs them after, one at a time
+(the whole suite as CI runs it: README, "The tests", and ``.ci/run``).
 """
 from __future__ import annotations
 
