@@ -152,8 +152,13 @@ def _verdict(value: Optional[bool]) -> str:
 
 def report_markdown(report: dict[str, Any]) -> str:
     pols = report["policies"]
+    # a report of the references alone (--policies untrained,random) has no trained checkpoint and no verdict
+    verdict_column = "trained" in pols and "random" in pols
+    checkpoint = (f"checkpoint at {report.get('env_steps')} env steps" if report.get("env_steps") is not None
+                  else "its trained network not evaluated here: --policies " + ",".join(
+                      k for k in pols if k != PROGRESS_COLUMN))
     lines = [
-        f"Policy `{report['policy_dir']}` (checkpoint at {report.get('env_steps')} env steps); each skill held "
+        f"Policy `{report['policy_dir']}` ({checkpoint}); each skill held "
         f"for {report['episodes']} episodes per policy; mean [95% interval] per episode "
         f"({recorded_interval_method(report)}). `untrained`: the same network with initial weights; `random`: uniformly random actions. Main measure in **bold**."
         + (f" Games of seed {report.get('seed', 0)}; NetHack's clock {report['game_clock']}."
@@ -162,10 +167,10 @@ def report_markdown(report: dict[str, Any]) -> str:
            "skill paid its own measure: a privileged diagnostic and upper bound, not the method)."
            if report.get("progress_policy_dir") else "")
         + (f" This policy was trained with `--skill_reward progress`: its `trained` column is {PROGRESS_NOTE}."
-           if report.get("trained_skill_reward") == "progress" else ""),
+           if report.get("trained_skill_reward") == "progress" and "trained" in pols else ""),
         "",
-        "| skill | measure | " + " | ".join(pols) + " | trained > random |",
-        "|---|---|" + "---|" * len(pols) + "---|",
+        "| skill | measure | " + " | ".join(pols) + (" | trained > random |" if verdict_column else " |"),
+        "|---|---|" + "---|" * (len(pols) + verdict_column),
     ]
     for skill, entry in report["skills"].items():
         for m in SKILL_MEASURES[skill]:
@@ -173,15 +178,16 @@ def report_markdown(report: dict[str, Any]) -> str:
             cells = [format_measure(entry["policies"][k]["measures"][m]) for k in pols]
             verdict = _verdict(entry.get("trained_beats_random")) if main else ""
             name = f"**{m}**" if main else m
-            lines.append(f"| {skill} | {name} | " + " | ".join(cells) + f" | {verdict} |")
+            lines.append(f"| {skill} | {name} | " + " | ".join(cells) + (f" | {verdict} |" if verdict_column else " |"))
     lines.append("")
     lines += behaviour_table(report)
     starts = {s: e.get("start_depth", 1) for s, e in report["skills"].items() if e.get("start_depth", 1) > 1}
     if starts:
         lines.append("Episodes of " + ", ".join(f"{s} start on level {d}" for s, d in starts.items())
                      + " (wizard-mode level teleport after reset; death stays final).")
-    lines.append("`trained > random`: the trained policy's interval lies above the random policy's "
-                 "(non-overlapping 95% intervals) on the main measure.")
+    if verdict_column:
+        lines.append("`trained > random`: the trained policy's interval lies above the random policy's "
+                     "(non-overlapping 95% intervals) on the main measure.")
     if report.get("interval_method"):
         lines.append(BOOTSTRAP_NOTE)
     return "\n".join(lines) + "\n"

@@ -380,3 +380,32 @@ def test_confidence_intervals_and_the_verdict():
     low = {"mean": 1.0, "ci95": [0.5, 1.5]}
     assert beats(far, low) is True and beats(far, near) is False  # overlapping intervals are no win
     assert beats({"mean": 1.0, "ci95": [float("nan")] * 2}, low) is None
+
+
+def test_a_report_of_the_references_alone_names_no_checkpoint_and_no_verdict():
+    """``scripts.skill_report --policies untrained,random`` (the references for a trained policy held elsewhere) once
+    printed "checkpoint at None env steps" and a `trained > random` column of n/a; a report with both names both."""
+    from orchestration.skill_report import report_markdown
+    from rl_baseline.sf.skill_eval import SkillEpisode, SkillEvalResult
+
+    def summary(kind: str, cells: float) -> dict:
+        episodes = [SkillEpisode(measures={"cells_per_1000_steps": c, "cells_revealed": c, "new_levels": 0.0},
+                                 length=500, ended_by="game", start_depth=1, max_depth=1, intrinsic_return=0.0,
+                                 nonzero_fraction=0.0) for c in (cells, cells + 1.0, cells + 2.0)]
+        return SkillEvalResult("discoverer", kind, episodes).summary()
+
+    refs = {"policy_dir": "p", "episodes": 3, "policies": ["untrained", "random"], "trained_skill_reward": "progress",
+            "skills": {"discoverer": {"main_measure": "cells_per_1000_steps",
+                                      "policies": {"untrained": summary("untrained", 1.0),
+                                                   "random": summary("random", 2.0)}}}}
+    md = report_markdown(refs)
+    assert "None" not in md and "trained > random" not in md and "`trained` column" not in md
+    assert "not evaluated here: --policies untrained,random" in md
+    table = "| skill | measure | untrained | random |\n|---|---|---|---|\n| discoverer | **cells_per_1000_steps** | 2 ["
+    assert table in md
+    full = dict(refs, policies=["trained", "random"], env_steps=1000, skills={"discoverer": {
+        "main_measure": "cells_per_1000_steps", "trained_beats_random": True,
+        "policies": {"trained": summary("trained", 9.0), "random": summary("random", 2.0)}}})
+    md = report_markdown(full)
+    assert "checkpoint at 1000 env steps" in md and "| trained > random |" in md
+    assert "cells_per_1000_steps** | 10 [" in md and md.rstrip("\n").count("| yes |") == 1
