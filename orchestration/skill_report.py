@@ -154,6 +154,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     pols = report["policies"]
     # a report of the references alone (--policies untrained,random) has no trained checkpoint and no verdict
     verdict_column = "trained" in pols and "random" in pols
+    columns = [*pols, "trained > random"] if verdict_column else list(pols)
     checkpoint = (f"checkpoint at {report.get('env_steps')} env steps" if report.get("env_steps") is not None
                   else "its trained network not evaluated here: --policies " + ",".join(
                       k for k in pols if k != PROGRESS_COLUMN))
@@ -169,8 +170,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         + (f" This policy was trained with `--skill_reward progress`: its `trained` column is {PROGRESS_NOTE}."
            if report.get("trained_skill_reward") == "progress" and "trained" in pols else ""),
         "",
-        "| skill | measure | " + " | ".join(pols) + (" | trained > random |" if verdict_column else " |"),
-        "|---|---|" + "---|" * (len(pols) + verdict_column),
+        "| skill | measure | " + " | ".join(columns) + " |",
+        "|---" * (2 + len(columns)) + "|",
     ]
     for skill, entry in report["skills"].items():
         for m in SKILL_MEASURES[skill]:
@@ -178,7 +179,8 @@ def report_markdown(report: dict[str, Any]) -> str:
             cells = [format_measure(entry["policies"][k]["measures"][m]) for k in pols]
             verdict = _verdict(entry.get("trained_beats_random")) if main else ""
             name = f"**{m}**" if main else m
-            lines.append(f"| {skill} | {name} | " + " | ".join(cells) + (f" | {verdict} |" if verdict_column else " |"))
+            cells += [verdict] if verdict_column else []
+            lines.append(f"| {skill} | {name} | " + " | ".join(cells) + " |")
     lines.append("")
     lines += behaviour_table(report)
     starts = {s: e.get("start_depth", 1) for s, e in report["skills"].items() if e.get("start_depth", 1) > 1}
