@@ -11,7 +11,8 @@ scores and with which skill's model, so the two runs differ in the rewards alone
 
 Reported per timing: each skill's return per episode (the sum of its intrinsic rewards, before
 ``--llm_reward``), the reward paid for the observations that arrived on a deeper level by the
-stairs, and the share of steps whose message is empty or a wall message.
+stairs, the share of steps whose message is empty or a wall message, and what pays each skill: the
+messages its model scored above its threshold, with how often and how much (:meth:`TraceResult.top_paid`).
 """
 from __future__ import annotations
 
@@ -53,8 +54,23 @@ class TraceResult:
     descent_reward: float = 0.0
     empty_share: float = 0.0
     wall_share: float = 0.0
+    # skill -> the message its model scored -> [steps it paid, reward paid]
+    paid: dict[str, dict[bytes, list]] = field(default_factory=lambda: {s: {} for s in SKILLS})
 
-    def as_dict(self) -> dict:
+    def note_paid(self, skill: str, message: bytes, reward: float) -> None:
+        """One step whose reward, paid by ``skill``'s model for ``message``, was not 0."""
+        entry = self.paid.setdefault(skill, {}).setdefault(message, [0, 0.0])
+        entry[0] += 1
+        entry[1] += reward
+
+    def top_paid(self, skill: str, top: int) -> list[dict]:
+        """The ``top`` messages that paid ``skill`` the most in all, with their share of its return."""
+        total = sum(v for _, v in self.paid.get(skill, {}).values())
+        rows = sorted(self.paid.get(skill, {}).items(), key=lambda kv: (-kv[1][1], kv[0]))[:max(top, 0)]
+        return [{"message": m.decode("latin-1"), "steps": n, "reward": v, "share": v / total if total else 0.0}
+                for m, (n, v) in rows]
+
+    def as_dict(self, top: int = 10) -> dict:
         n = max(self.episodes, 1)
         return {
             "timing": self.timing, "episodes": self.episodes, "steps": self.steps,
@@ -62,6 +78,7 @@ class TraceResult:
             "descents": self.descents,
             "reward_per_descent": self.descent_reward / self.descents if self.descents else None,
             "empty_message_share": self.empty_share / n, "wall_message_share": self.wall_share / n,
+            "top_paid": {s: self.top_paid(s, top) for s in self.paid},
         }
 
 
@@ -86,6 +103,8 @@ def play_trace(config: SkillEnvConfig, episodes: int, seed: int, show_progress: 
                 _, _, terminated, truncated, info = env.step(int(action))
                 done = terminated or truncated
                 result.steps += 1
+                if info["intrinsic_reward"] != 0.0:
+                    result.note_paid(info["scored_skill"], info["scored_message"], info["intrinsic_reward"])
             stats = info["episode_extra_stats"]
             result.episodes += 1
             for s in env.skill_names:
@@ -117,4 +136,16 @@ def markdown_table(results: Sequence[TraceResult], skills: Optional[Sequence[str
         lines.append(f"| {d['timing']} | " + " | ".join(f"{d['return_per_episode'][s]:.3g}" for s in skills)
                      + f" | {d['descents']} | {'-' if per is None else f'{per:.3g}'} | "
                        f"{d['empty_message_share']:.1%} | {d['wall_message_share']:.1%} |")
+    return "\n".join(lines)
+
+
+def paid_messages_table(results: Sequence[TraceResult], top: int, skills: Optional[Sequence[str]] = None) -> str:
+    """What pays each skill under each timing: its ``top`` messages by reward paid in all."""
+    lines = ["| timing | skill | message | steps paid | reward in all | share of the skill's return |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        for s in skills or SKILLS:
+            for row in r.top_paid(s, top):
+                text = (row["message"] or "<empty message>").replace("|", "\\|")
+                lines.append(f"| {r.timing} | {s} | {text} | {row['steps']} | {row['reward']:.3g} | {row['share']:.1%} |")
     return "\n".join(lines)

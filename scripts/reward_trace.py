@@ -7,8 +7,9 @@
 Plays the same seeded games with the same actions (the dataset collection's explorer, which takes the stairs
 it finds, or --policy random: uniform actions without prayer) through the skill environment of training,
 once per timing, and prints a table: each skill's return per episode, the reward paid for the
-observations that arrived a level deeper by the stairs, and the share of steps whose message is empty or
-a wall message (orchestration/reward_trace.py). With --out, writes reward_trace.{md,json} there.
+observations that arrived a level deeper by the stairs, the share of steps whose message is empty or
+a wall message, and what pays each skill: the --top_messages messages its model paid the most in all
+(orchestration/reward_trace.py). With --out, writes reward_trace.{md,json} there.
 Exit status 2 on bad input (a missing reward directory, a quantile list of the wrong length).
 """
 from __future__ import annotations
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the games and the actions")
     p.add_argument("--policy", choices=("explorer", "random"), default="explorer",
                    help="who acts: the dataset collection's explorer or uniformly random actions without prayer")
+    p.add_argument("--top_messages", type=int, default=5,
+                   help="per timing and skill, list the messages that paid the skill the most in all (0: none)")
     p.add_argument("--out", default=None, help="folder for reward_trace.md and reward_trace.json (default: print only)")
     p.add_argument("--no_progress", action="store_true", help="no progress bars")
     return p
@@ -54,11 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
-    from orchestration.reward_trace import compare_timings, markdown_table  # lazy: pulls in NLE and torch
+    from orchestration.reward_trace import (  # lazy: pulls in NLE and torch
+        compare_timings,
+        markdown_table,
+        paid_messages_table,
+    )
 
     for flag in ("episodes", "max_episode_steps"):
         if getattr(args, flag) < 1:
             return error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    if args.top_messages < 0:
+        return error(f"--top_messages must be 0 or more, got {args.top_messages}")
     try:
         if args.out:
             output_folder("--out", args.out, ConfigError)  # before the games are played
@@ -79,6 +88,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ConfigError as exc:
         return error(exc)
     table = markdown_table(results)
+    if args.top_messages:
+        table += f"\n\nWhat pays each skill: its {args.top_messages} messages that paid it the most in all\n\n" + \
+            paid_messages_table(results, args.top_messages)
     print(table)
     if args.out:
         out = Path(args.out)
@@ -86,7 +98,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         (out / "reward_trace.md").write_text(table + "\n")
         (out / "reward_trace.json").write_text(json.dumps(
             {"policy": args.policy, "episodes": args.episodes, "seed": args.seed, "max_episode_steps": args.max_episode_steps,
-             "reward_dirs": dirs, "results": [r.as_dict() for r in results]}, indent=2))
+             "reward_dirs": dirs, "results": [r.as_dict(args.top_messages) for r in results]}, indent=2))
         logger.info("wrote %s", out / "reward_trace.md")
     return 0
 

@@ -120,16 +120,22 @@ def test_the_options_are_the_releases_and_nothing_else():
     }
 
 
+def _on_the_staircase_down(env):
+    """Starts the game of seed 3 in wizard mode, maps level 1 and teleports the hero onto its staircase down."""
+    env.reset(seed=3)
+    game = env.unwrapped
+    game.wizard_keys([6])  # map the level
+    game.wizard_keys([20, ord(">"), ord(",")])  # teleport onto the staircase down
+    return game
+
+
 @pytest.mark.game_calendar
 def test_the_step_that_changes_level_shows_its_message():
     """Going down or up a staircase: the message NetHack showed before the --More-- is the step's observed
     message (as in the release), not the empty line left after it was dismissed."""
     env = make_monk_env(max_episode_steps=50, wizard=True)
     try:
-        env.reset(seed=3)
-        game = env.unwrapped
-        game.wizard_keys([6])  # map the level
-        game.wizard_keys([20, ord(">"), ord(",")])  # teleport onto the staircase down
+        game = _on_the_staircase_down(env)
         obs, _, _, _, info = env.step(ACTION_NAMES.index("down"))
         assert info["depth"] == 2 and decode_message(obs["message"]) == "You descend the stairs."
         assert info["message"] == "You descend the stairs."
@@ -144,12 +150,33 @@ def test_the_step_that_changes_level_shows_its_message():
         env.close()
 
 
-class _PaysForDescending:
-    """A reward model that pays 5 for a message saying the hero went down the stairs, -1 otherwise."""
+class _PaysTheDescent:
+    """A reward model that pays ``value`` for a message saying the hero went down the stairs, -1 otherwise."""
+
+    def __init__(self, value: float = 5.0) -> None:
+        self.value = value
 
     def score(self, messages, depth_change):
         text = [bytes(np.asarray(m, dtype=np.uint8)).rstrip(b"\0") for m in np.atleast_2d(messages)]
-        return np.array([5.0 if b"You descend the stairs." in t else -1.0 for t in text], dtype=np.float32)
+        return np.array([self.value if b"You descend the stairs." in t else -1.0 for t in text], dtype=np.float32)
+
+
+def _descend_live(models, meta_policy_factory, timing):
+    """A live game in wizard mode: the hero teleports onto level 1's staircase down, goes down and searches once.
+    Returns the skill environment (closed) and the infos of the descent step and of the step after it."""
+    from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
+    from rl_baseline.skills.runtime import SkillRuntime
+
+    reward = IntrinsicReward(models, [0.0] * len(models), beta=3.0, llm_coef=0.1, cache=ScoreCache())
+    env = SkillRuntime(make_monk_env(max_episode_steps=50, wizard=True), meta_policy_factory, reward,
+                       reward_timing=timing)
+    try:
+        _on_the_staircase_down(env)
+        _, _, _, _, down = env.step(ACTION_NAMES.index("down"))
+        _, _, _, _, after = env.step(ACTION_NAMES.index("search"))
+    finally:
+        env.close()
+    return env, down, after
 
 
 @pytest.mark.game_calendar
@@ -160,25 +187,54 @@ def test_a_reward_model_that_pays_for_descending_pays_on_a_live_descent(timing):
     the observation that step's action was chosen on; after_action: on the descent step itself). With the
     empty message the environment showed before, the reward was 0 whatever the model thought."""
     from common.vocabulary import SKILLS
-    from rl_baseline.skills.intrinsic_reward import IntrinsicReward, ScoreCache
-    from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
+    from rl_baseline.skills.runtime import SingleSkillPolicy
 
-    reward = IntrinsicReward([_PaysForDescending() for _ in SKILLS], [0.0] * len(SKILLS), beta=3.0, llm_coef=0.1,
-                             cache=ScoreCache())
-    env = SkillRuntime(make_monk_env(max_episode_steps=50, wizard=True), lambda: SingleSkillPolicy("descender"),
-                       reward, reward_timing=timing)
-    try:
-        env.reset(seed=3)
-        game = env.unwrapped
-        game.wizard_keys([6])
-        game.wizard_keys([20, ord(">"), ord(",")])
-        obs, _, _, _, down = env.step(ACTION_NAMES.index("down"))
-        _, _, _, _, after = env.step(ACTION_NAMES.index("search"))
-    finally:
-        env.close()
+    env, down, after = _descend_live([_PaysTheDescent() for _ in SKILLS], lambda: SingleSkillPolicy("descender"),
+                                     timing)
     assert down["depth"] == 2 and down["skill"] == "descender"
     paid = down["intrinsic_reward"] if timing == "after_action" else after["intrinsic_reward"]
     assert paid == pytest.approx(5.0)  # first sighting of the message: count 1
     # the episode statistics the training curves show: one descent, paid 5
     summary = env.stats.summary(env.skill_names, 0.0)
     assert summary["skills/descents"] == 1.0 and summary["intrinsic/reward_per_descent"] == pytest.approx(5.0)
+
+
+class _DescendThenDiscover:
+    """A policy over skills as the training policy's at a descent: the descender ends when it went down and the
+    discoverer comes next."""
+
+    initial_skill = "descender"
+
+    def reset(self) -> None:
+        pass
+
+    def preconditions(self, chars, colors, num_items):
+        return False, False
+
+    def should_terminate(self, skill, skill_time, current_depth, previous_depth, preconditions):
+        return skill == "descender" and current_depth > previous_depth
+
+    def next_skill(self, current_skill, *args):
+        return "discoverer"
+
+    def update_state(self, info) -> None:
+        pass
+
+
+@pytest.mark.game_calendar
+@pytest.mark.parametrize("timing, scorer, paid", [("release", "discoverer", 2.0), ("after_action", "descender", 5.0)])
+def test_the_step_info_names_whose_model_scored_the_descent(timing, scorer, paid):
+    """A live descent that ends the descender, the discoverer next (as the training policy over skills): under the
+    release's timing the descent's message is scored on the next step by the discoverer's model, under
+    after_action on the descent step by the descender's. ``info`` says which model scored which message, so a
+    trace can tell what pays each skill (scripts.reward_trace --top_messages)."""
+    from common.vocabulary import SKILLS
+
+    models = [_PaysTheDescent({"descender": 5.0, "discoverer": 2.0}.get(s, 9.0)) for s in SKILLS]
+    _, down, after = _descend_live(models, _DescendThenDiscover, timing)
+    assert down["depth"] == 2 and down["skill"] == "discoverer"  # the descender ended with the descent
+    scored = after if timing == "release" else down
+    assert (scored["scored_skill"], scored["scored_message"]) == (scorer, b"You descend the stairs.")
+    assert scored["intrinsic_reward"] == pytest.approx(paid)
+    other = down if timing == "release" else after
+    assert other["scored_message"] != b"You descend the stairs." and other["intrinsic_reward"] == 0.0

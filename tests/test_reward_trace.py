@@ -14,7 +14,7 @@ def test_both_timings_play_the_same_games_and_differ_in_the_rewards_alone(tmp_pa
     dirs = build_tiny_reward_dirs(tmp_path / "rewards")
     out = tmp_path / "trace"
     assert main(["--reward_dir", str(dirs), "--episodes", "2", "--max_episode_steps", "150", "--out", str(out),
-                 "--no_progress"]) == 0
+                 "--top_messages", "1000", "--no_progress"]) == 0
     data = json.loads((out / "reward_trace.json").read_text())
     release, after = data["results"]
     assert (release["timing"], after["timing"]) == ("release", "after_action")
@@ -24,6 +24,36 @@ def test_both_timings_play_the_same_games_and_differ_in_the_rewards_alone(tmp_pa
     assert release["wall_message_share"] == after["wall_message_share"] == 0.0  # mention_walls is off
     assert release["return_per_episode"] != after["return_per_episode"]  # other observations are scored
     assert "| release |" in (out / "reward_trace.md").read_text()
+    # what pays each skill: every paid step is in the tally, under the skill whose return it is
+    for r in (release, after):
+        for skill, per_episode in r["return_per_episode"].items():
+            rows = r["top_paid"][skill]
+            assert sum(row["reward"] for row in rows) == pytest.approx(per_episode * r["episodes"], abs=1e-9)
+            assert all(row["steps"] > 0 and row["reward"] != 0.0 for row in rows)
+    assert any(r["top_paid"][s] for r in (release, after) for s in r["top_paid"])  # something was paid
+    assert "What pays each skill" in (out / "reward_trace.md").read_text()
+
+
+def test_the_tally_of_paid_messages_ranks_by_reward_in_all():
+    from orchestration.reward_trace import TraceResult, paid_messages_table
+
+    r = TraceResult("release")
+    for message, reward in [(b"You find a hidden door.", 1.0), (b"", 0.1), (b"You find a hidden door.", 0.5),
+                            (b"A | B", 2.0)]:
+        r.note_paid("descender", message, reward)
+    top = r.top_paid("descender", 2)
+    assert [(row["message"], row["steps"], row["reward"]) for row in top] == [
+        ("A | B", 1, 2.0), ("You find a hidden door.", 2, 1.5)]
+    assert top[0]["share"] == pytest.approx(2.0 / 3.6)
+    assert r.top_paid("merchant", 5) == [] and r.top_paid("descender", 0) == []
+    table = paid_messages_table([r], 5, ["descender"])
+    assert "| release | descender | A \\| B | 1 | 2 | 55.6% |" in table  # a | in a message does not split the row
+    assert "| <empty message> | 1 | 0.1 |" in table
+
+
+def test_a_negative_top_messages_exits_2(capsys):
+    assert main(["--reward_dir", "['a']", "--top_messages", "-1", "--no_progress"]) == 2
+    assert "error: --top_messages must be 0 or more, got -1" in capsys.readouterr().err
 
 
 def test_bad_reward_dirs_exit_2(tmp_path, capsys):

@@ -12,6 +12,8 @@ At every reset the meta-policy module is (re)set; at every step the wrapper
   was chosen on, scored by the model of the skill that observation carries; ``after_action``
   scores the observation the action led to with the skill that acted), or, as a diagnostic,
   each skill's own progress measure (``skill_reward="progress"``, :data:`PROGRESS_MEASURE`),
+* says in ``info`` what the step was paid (``intrinsic_reward``) and, with the reward models, which
+  skill's model scored which message (``scored_skill``, ``scored_message``),
 * returns the model observation (NLE observation + skill one-hot and id),
 * counts per-skill statistics and hands them to sample-factory in
   ``info["episode_extra_stats"]`` when the episode ends (they reach tensorboard under
@@ -432,6 +434,9 @@ class SkillRuntime(gym.Wrapper):
                 scored_skill, scored_msg, scored_change, scored_descent = active, msg, depth_change, descended
             intrinsic = self.reward_fn.intrinsic(scored_skill, obs["message"], scored_change, scored_msg)
             self._count_events(obs, info, msg, depth, active)
+            # what was scored, by whose model: under the release's timing not always the acting skill's
+            info["scored_skill"] = self.skill_names[scored_skill]
+            info["scored_message"] = scored_msg
         reward = self.reward_fn.combine(game_reward, intrinsic)
         st = self.stats
         if depth > 0:
