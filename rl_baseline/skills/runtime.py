@@ -434,7 +434,7 @@ class SkillRuntime(gym.Wrapper):
                 scored_skill, scored_msg, scored_change, scored_descent = active, msg, depth_change, descended
             intrinsic = self.reward_fn.intrinsic(scored_skill, obs["message"], scored_change, scored_msg)
             self._count_events(obs, info, msg, depth, active)
-            # what was scored, by whose model: under the release's timing not always the acting skill's
+            # what was scored, by whose model: under the release's timing the message the action was chosen on
             info["scored_skill"] = self.skill_names[scored_skill]
             info["scored_message"] = scored_msg
         reward = self.reward_fn.combine(game_reward, intrinsic)
