@@ -5,7 +5,10 @@
 2. ``NetHackScoreMonk-v1``: the Monk env (options file, macros, per-step info, overview reads);
 3. the full skill environment of training: the Monk env under the skill runtime with the
    exploration policy over skills, five reward models (tiny ones, trained first on synthetic
-   messages; the release architecture), the skill bookkeeping and the policy observation.
+   messages; the release architecture), the skill bookkeeping and the policy observation;
+   the policy over skills runs in its isolated child (bubblewrap), as in training;
+4. the same with the policy over skills in-process (``--trust_generated_code``): the difference
+   is what the isolation costs per step (one round trip to the child per step).
 
 The reward models run on one torch thread, as in sample-factory's rollout workers (which call
 ``torch.set_num_threads(1)``); torch's default of one thread per core costs the skill env
@@ -44,12 +47,12 @@ def _measure(env, steps: int, seed: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def _skill_env(reward_root: Path, max_episode_steps: int):
+def _skill_env(reward_root: Path, max_episode_steps: int, trust_generated_code: bool = False):
     from rl_baseline.sf.env import build_skill_env  # lazy: pulls in NLE and torch; --help stays light
 
     dirs = build_tiny_reward_dirs(reward_root)
     cfg = SkillEnvConfig(max_episode_steps=max_episode_steps, reward_dirs=tuple(dirs),
-                         quantiles=(0.95, 0.85, 0.85, 0.85, 0.85))
+                         quantiles=(0.95, 0.85, 0.85, 0.85, 0.85), trust_generated_code=trust_generated_code)
     return build_skill_env(cfg)
 
 
@@ -82,6 +85,8 @@ def main() -> None:
             "raw NLE NetHackScore-v0": gym.make("NetHackScore-v0"),
             "NetHackScoreMonk-v1": make_monk_env(max_episode_steps=args.max_episode_steps),
             "skill environment": _skill_env(Path(tmp), args.max_episode_steps),
+            "skill environment, generated code in-process": _skill_env(Path(tmp), args.max_episode_steps,
+                                                                        trust_generated_code=True),
         }
         rates: dict[str, list[float]] = {name: [] for name in envs}
         try:
@@ -91,15 +96,20 @@ def main() -> None:
         finally:
             for env in envs.values():
                 env.close()
-    raw, monk, skill = (float(np.median(v)) for v in rates.values())
+    raw, monk, skill, trusted = (float(np.median(v)) for v in rates.values())
     machine = machine_description()
     print(f"machine: {machine}; {args.steps} random steps x {args.repeats} repeats (medians)")
     print(f"raw NLE NetHackScore-v0:   {raw:9.0f} steps/s")
     print(f"NetHackScoreMonk-v1:       {monk:9.0f} steps/s   ({monk / raw:.2f} x raw)")
-    print(f"skill environment:         {skill:9.0f} steps/s   ({skill / raw:.2f} x raw)")
-    print(json.dumps({"machine": machine, "raw_nle": round(raw, 1), "monk_env": round(monk, 1),
-                      "skill_env": round(skill, 1), "monk_env_vs_raw_nle": round(monk / raw, 3),
-                      "skill_env_vs_raw_nle": round(skill / raw, 3)}))
+    print(f"skill environment:         {skill:9.0f} steps/s   ({skill / raw:.2f} x raw; generated code isolated)")
+    print(f"  generated code in-process: {trusted:7.0f} steps/s   ({trusted / raw:.2f} x raw; "
+          f"the isolation costs {1e6 / skill - 1e6 / trusted:.0f} us a step)")
+    print(json.dumps({"machine": machine, "raw_nle": round(raw, 1),
+                      "monk_env": round(monk, 1), "skill_env": round(skill, 1),
+                      "skill_env_in_process": round(trusted, 1), "monk_env_vs_raw_nle": round(monk / raw, 3),
+                      "skill_env_vs_raw_nle": round(skill / raw, 3),
+                      "skill_env_in_process_vs_raw_nle": round(trusted / raw, 3),
+                      "isolation_us_per_step": round(1e6 / skill - 1e6 / trusted, 1)}))
 
 
 if __name__ == "__main__":

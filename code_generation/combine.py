@@ -31,8 +31,16 @@ import logging
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from code_generation.loader import COMBINED_FOOTER, MetaPolicyError, load_class
+from code_generation.isolation import (
+    DEFAULT_ISOLATED_CALL_TIMEOUT_S,
+    InProcessPlayerHost,
+    IsolatedPlayerHost,
+    ModuleRefused,
+)
+from code_generation.loader import COMBINED_FOOTER, MetaPolicyError, read_checked_source  # noqa: F401
+from code_generation.policy_host import load_player_class
 from code_generation.prompts import PROMPT_DIR
 from code_generation.sandbox import (
     FULL_METHODS,
@@ -42,7 +50,7 @@ from code_generation.sandbox import (
     run_in_sandbox,
     split_unit_test,
 )
-from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S, CallTimeout, call_bounded
+from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S
 from common.atomic_io import atomic_write_text
 from common.file_errors import read_text
 from common.flag_checks import output_file, output_folder
@@ -264,10 +272,12 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
             out_root: str | Path = "rl_baseline/meta_policies", force: bool = False,
             prompt_dir: str | Path | None = None, run_test: bool = True,
             limits: SandboxLimits | None = None, reference: bool = False,
-            call_budget_s: float = DEFAULT_CALL_TIMEOUT_S) -> CombineResult:
+            call_budget_s: float | None = None, trust_generated_code: bool = False) -> CombineResult:
     """Builds, checks, tests, writes and loads ``{out_root}/{task}/seed{seed}/execution.py``.
 
-    ``reference``: from the hand-written reference part (see :func:`build_module`).
+    ``reference``: from the hand-written reference part (see :func:`build_module`). The module is loaded as the
+    runtime loads it: in the isolated child (:mod:`code_generation.isolation`), or in-process with
+    ``trust_generated_code``; ``call_budget_s`` bounds each call (default: the runtime's, for that path).
     """
     base = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
     output_folder("--out_root", out_root, CombineInputError)
@@ -286,7 +296,8 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
     if run_test:
         harness = (base / "unit_test_harness.py").read_text(encoding="utf-8")
         test = (base / task / "reference_check.py").read_text(encoding="utf-8")
-        result = run_in_sandbox(text, limits, required_methods=FULL_METHODS, prelude=[harness], extra_sources=[test])
+        result = run_in_sandbox(text, limits, required_methods=FULL_METHODS, prelude=[harness], extra_sources=[test],
+                                trust_generated_code=trust_generated_code)
         output = result.feedback()
         if not result.ok and not force:
             source = Path(gen_dir) / task / f"_seed{seed}" / "execution.py"
@@ -299,19 +310,41 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
             init.write_text("", encoding="utf-8")
     if written:
         atomic_write_text(target, text)
-    # the module's code runs in this process under the runtime's time bound per call (a module that loops
-    # forever was written with --force after its sandboxed test flagged it; it must not hang this command)
-    try:
-        player = call_bounded(load_class(task, seed, root=out_root), -1, -2, budget_s=call_budget_s)
-        call_bounded(player.set_initial_values, budget_s=call_budget_s)
-        first = call_bounded(player.perform_task, player.skill, 1, 0, False, False, budget_s=call_budget_s)
-    except MetaPolicyError:
-        raise
-    except CallTimeout:
-        raise CombineError(f"{target}: a call into the module took longer than {call_budget_s:g} s, the runtime's "
-                           "bound per call (it loops or waits); the module was written but every such call would "
-                           "fall back at run time") from None
-    except Exception as exc:  # the module's own code failed
-        raise CombineError(f"{target}: the module raised {exc!r} when called") from exc
+    first = _start_as_an_episode(target, call_budget_s, trust_generated_code)
     logger.info("combined %s seed %d -> %s (first skill %s)", task, seed, target, first)
     return CombineResult(target, written, output)
+
+
+def _start_as_an_episode(target: Path, call_budget_s: float | None, trust_generated_code: bool) -> str:
+    """The written module started as an episode starts it (constructor, ``set_initial_values``, a first
+    ``perform_task``), where the runtime runs it; its first skill. A module that loops forever was written with
+    --force after its unit test flagged it: the bound per call keeps it from hanging this command."""
+    source = read_checked_source(target)
+    budget = call_budget_s if call_budget_s is not None else (
+        DEFAULT_CALL_TIMEOUT_S if trust_generated_code else DEFAULT_ISOLATED_CALL_TIMEOUT_S)
+    try:
+        if trust_generated_code:
+            host: Any = InProcessPlayerHost(load_player_class(source, str(target)), {}, budget)
+        else:
+            host = IsolatedPlayerHost(source, str(target), {}, budget)
+    except ModuleRefused as exc:
+        raise CombineError(f"{target}: refused where it runs: {exc}") from None
+    except Exception as exc:  # in-process: the module's own import failed
+        raise CombineError(f"{target}: importing the module failed: {exc!r}") from exc
+    try:
+        reply = host.request(1, [["new", None], ["peek", "skill"]])
+        first = None
+        if reply.results is not None and not reply.errors:
+            peeked = reply.results[1]
+            skill = peeked.get("value") if isinstance(peeked, dict) else None
+            reply = host.request(1, [["next", skill, 1, 0, False, False]])
+            first = reply.results[0] if reply.results is not None else None
+    finally:
+        host.close()
+    for what, text in reply.errors:
+        if text == "timed out":
+            raise CombineError(f"{target}: a call into the module ({what}) took longer than {budget:g} s, the "
+                               "runtime's bound per call (it loops or waits); the module was written but every such "
+                               "call would fall back at run time")
+        raise CombineError(f"{target}: the module raised {text} when called ({what})")
+    return str(first)

@@ -1,18 +1,20 @@
 """Validates and imports policy-over-skills modules (``{root}/{task}/seed{N}/execution.py``).
 
-The one place where generated (or hand-written) policy code enters a Python process: the
-module must pass the static code check of :mod:`code_generation.sandbox` before it is
-imported, and it is imported once per process (again when the file changes). The run-time
-guard that calls the module during an episode is :mod:`rl_baseline.skills.meta_policy`.
+The one place where generated (or hand-written) policy code is read: the file's bytes must be plain UTF-8
+and pass the static code check of :mod:`code_generation.sandbox` (a first filter); the text it checked is
+the text that runs, in the isolated child of :mod:`code_generation.isolation` (or, under
+``--trust_generated_code``, compiled in this process by :func:`load_class`). The run-time guard that calls
+the module during an episode is :mod:`rl_baseline.skills.meta_policy`.
 """
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
+import re
 from pathlib import Path
 
-from code_generation.sandbox import FULL_METHODS, PLAYER_CLASS, check_source
+from code_generation.isolation import source_digest
+from code_generation.policy_host import load_player_class
+from code_generation.sandbox import FULL_METHODS, check_source
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +49,42 @@ def available(root: str | Path | None = None) -> dict[str, list[int]]:
     return {task: sorted(seeds) for task, seeds in found.items()}
 
 
-_CLASS_CACHE: dict[tuple[Path, int], type] = {}
+_CODING_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
 
-def load_class(task: str, seed: int, root: str | Path | None = None) -> type:
-    """Validates and imports ``{root}/{task}/seed{seed}/execution.py`` once per process."""
+def read_checked_source(path: str | Path) -> str:
+    """The text of ``path`` exactly as the code check accepted it: UTF-8 bytes with no byte-order mark and no
+    coding cookie (either would make Python read other text than the check read), not cut short, and passing
+    :func:`code_generation.sandbox.check_source`. Raises :class:`MetaPolicyError` naming the file and why."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise MetaPolicyError(f"{path}: not readable ({exc.strerror or type(exc).__name__}); regenerate it "
+                              "(python -m scripts.generate_code and scripts.combine) or restore it") from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise MetaPolicyError(f"{path}: refused: it starts with a byte-order mark (only plain UTF-8 is loaded)")
+    if any(_CODING_COOKIE.match(line) for line in raw.splitlines()[:2]):
+        raise MetaPolicyError(f"{path}: refused: a source-encoding declaration (coding cookie) in its first two "
+                              "lines; the loader reads UTF-8 only")
+    try:
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MetaPolicyError(f"{path}: refused: not UTF-8 (byte {exc.start}); regenerate it "
+                              "(python -m scripts.generate_code and scripts.combine) or restore it") from None
+    if "\x00" in source:
+        raise MetaPolicyError(f"{path}: refused: it holds a NUL byte")
+    if source.startswith(COMBINED_HEADER) and COMBINED_FOOTER not in source[-200:]:
+        raise MetaPolicyError(f"{path}: cut short (a module written by scripts.combine ends with "
+                              f"{COMBINED_FOOTER!r}); run scripts.combine again or restore it")
+    problems = check_source(source, FULL_METHODS)
+    if problems:
+        raise MetaPolicyError(f"{path}: refused by the code check:\n" + "\n".join(f"- {p}" for p in problems))
+    return source
+
+
+def checked_module(task: str, seed: int, root: str | Path | None = None) -> tuple[Path, str]:
+    """``{root}/{task}/seed{seed}/execution.py`` and its checked text (see :func:`read_checked_source`)."""
     path = module_path(task, seed, root)
     if not path.is_file():
         have = available(root)
@@ -61,38 +94,24 @@ def load_class(task: str, seed: int, root: str | Path | None = None) -> type:
             f"Available under {path.parents[2]}: {listing}. "
             "Create one with `python -m scripts.generate_code` and `python -m scripts.combine`."
         )
-    resolved = path.resolve()
-    key = (resolved, resolved.stat().st_mtime_ns)  # a rewritten file is imported again
+    return path, read_checked_source(path)
+
+
+_CLASS_CACHE: dict[tuple[Path, str], type] = {}
+
+
+def load_class(task: str, seed: int, root: str | Path | None = None) -> type:
+    """``--trust_generated_code`` only: the module's ``NetHackPlayer``, compiled in this process from exactly the
+    checked text (never through the import system, so never from a ``.pyc``), once per process and text.
+    Its import runs unbounded: the isolated path (:mod:`code_generation.isolation`) is the one with limits."""
+    path, source = checked_module(task, seed, root)
+    key = (path.resolve(), source_digest(source))
     if key in _CLASS_CACHE:
         return _CLASS_CACHE[key]
     try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MetaPolicyError(f"{path}: not a readable Python module ({type(exc).__name__}); regenerate it "
-                              "(python -m scripts.generate_code and scripts.combine) or restore it") from None
-    if source.startswith(COMBINED_HEADER) and COMBINED_FOOTER not in source[-200:]:
-        raise MetaPolicyError(f"{path}: cut short (a module written by scripts.combine ends with "
-                              f"{COMBINED_FOOTER!r}); run scripts.combine again or restore it")
-    problems = check_source(source, FULL_METHODS)
-    if problems:
-        raise MetaPolicyError(f"{path}: refused by the code check:\n" + "\n".join(f"- {p}" for p in problems))
-    if root is None:
-        name = f"rl_baseline.meta_policies.{task}.seed{seed}.execution"
-    else:
-        name = f"_meta_policy_{task}_seed{seed}_{abs(hash(key)):x}"
-    spec = importlib.util.spec_from_file_location(name, resolved)
-    if spec is None or spec.loader is None:
-        raise MetaPolicyError(f"{path}: cannot be imported")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
+        cls = load_player_class(source, str(path))
     except Exception as exc:
-        sys.modules.pop(name, None)
         raise MetaPolicyError(f"{path}: importing the module failed: {exc!r}") from exc
-    cls = getattr(module, PLAYER_CLASS, None)
-    if not isinstance(cls, type):
-        raise MetaPolicyError(f"{path}: defines no class {PLAYER_CLASS}")
     _CLASS_CACHE[key] = cls
-    logger.info("loaded meta-policy %s seed %d from %s", task, seed, path)
+    logger.info("loaded meta-policy %s seed %d from %s in-process (--trust_generated_code)", task, seed, path)
     return cls

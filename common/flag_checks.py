@@ -9,6 +9,7 @@ value as given, so a library caller gets the same message as a command-line user
 from __future__ import annotations
 
 import errno
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -38,6 +39,47 @@ def above(flag: str, value: Any, bound: float, what: str = "") -> None:
         ok = False
     if not ok:
         raise FlagError(f"--{flag} must be more than {bound:g}{f' ({what})' if what else ''}, got {value}")
+
+
+def positive_finite(flag: str, value: Any, what: str = "") -> None:
+    """``value`` a finite number above 0 (a learning rate, a timeout) or :class:`FlagError`: ``nan`` and ``inf``
+    parse as floats and passed every ``>`` check, and a NaN learning rate trained NaN weights."""
+    try:
+        ok = value is not None and math.isfinite(float(value)) and float(value) > 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise FlagError(f"--{flag} must be a finite number above 0{f' ({what})' if what else ''}, got {value}")
+
+
+#: what one worker process of a game needs at least (the interpreter, NLE and a game), for the cap below
+WORKER_MEMORY_BYTES = 256 << 20
+#: processes per core past which more workers only take turns on the cores
+WORKERS_PER_CORE = 16
+
+
+def max_worker_processes() -> int:
+    """How many game worker processes this machine can hold: ``WORKERS_PER_CORE`` a core, and no more than its
+    available memory fits at ``WORKER_MEMORY_BYTES`` each."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = WORKERS_PER_CORE * cores
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        limit = min(limit, max(1, available // WORKER_MEMORY_BYTES))
+    except (ValueError, OSError, AttributeError):
+        pass
+    return max(1, int(limit))
+
+
+def worker_count(flag: str, value: Any, what: str = "worker processes") -> None:
+    """At least 1 and no more than :func:`max_worker_processes`, or :class:`FlagError` saying why."""
+    at_least(flag, value, 1, what)
+    cap = max_worker_processes()
+    if int(value) > cap:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        raise FlagError(f"--{flag} {value}: this machine holds at most {cap} {what} ({cores} cores, at most "
+                        f"{WORKERS_PER_CORE} processes a core, and its free memory at "
+                        f"{WORKER_MEMORY_BYTES >> 20} MiB a process)")
 
 
 #: the training sizes every entry point that trains checks (each at least 1)

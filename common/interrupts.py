@@ -66,3 +66,19 @@ def interrupted_exit(exc: BaseException, saved: str) -> int:
     signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
     print(f"interrupted by {signal.Signals(signum).name}: {saved}", file=sys.stderr, flush=True)
     return 128 + signum
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back in the calling thread for the block, and in every process started in it (a
+    signal mask survives fork and exec): workers being spawned then never see a Ctrl-C half-way through their
+    start (a traceback, a semaphore gone, exit 1); the main process gets the signal when the block ends, and
+    stops the workers in order. Outside the main thread, or without ``pthread_sigmask``, it does nothing."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -254,6 +254,7 @@ class ReplayBackend(Backend):
             raise BackendError(f"--replay {path}: transcript not found")
         self.path = path
         self.answers: list[str] = []
+        self.recorded: dict[str, Any] = {}  # the run's own record ({"kind": "run", "task": ..., "seed": ...})
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
@@ -270,11 +271,16 @@ class ReplayBackend(Backend):
                 raise BackendError(f"{path}:{number}: not a record of a transcript (a JSON object); record it again")
             if record.get("role") == "assistant":
                 self.answers.append(str(record.get("content", "")))
+            elif record.get("kind") == "run" and not self.recorded:
+                self.recorded = record
         self.position = 0
 
     def generate(self, conversations: Sequence[Conversation]) -> list[str]:
         if self.position + len(conversations) > len(self.answers):
-            raise BackendError(f"{self.path}: the recorded transcript has only {len(self.answers)} answers; "
+            made = ""
+            if self.recorded.get("task"):
+                made = f" (recorded for task {self.recorded['task']}, seed {self.recorded.get('seed', '?')})"
+            raise BackendError(f"{self.path}: the recorded transcript{made} has only {len(self.answers)} answers; "
                                "the run asked for more")
         out = self.answers[self.position:self.position + len(conversations)]
         self.position += len(conversations)

@@ -125,6 +125,10 @@ def measure_cost(out_dir: str | Path, name: str, label: str, phases: Sequence[tu
     if llm not in LLM_MODES:
         raise CostError(f"--llm {llm!r}: expected one of {', '.join(LLM_MODES)}")
     folder = Path(out_dir) / "baselines" / name
+    if not folder.is_dir() or not any(folder.iterdir()):
+        raise CostError(f"{folder}: no run of the baseline {name!r} there ({'empty' if folder.is_dir() else 'missing'}); "
+                        "give the --out_dir of the pipeline run that trained it (its baselines/NAME folder), or run the "
+                        "baseline first")
     costs = []
     for phase, device in phases:
         seconds, runs = phase_seconds(out_dir, phase)

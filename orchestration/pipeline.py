@@ -424,6 +424,27 @@ def tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text[-lines:])
 
 
+def _output_size(path: Path) -> int:
+    """A file's size, a folder's number of entries: what a resume compares to tell an output is still whole."""
+    return len(list(path.iterdir())) if path.is_dir() else path.stat().st_size
+
+
+def _outputs_not_whole(phase: Phase, record: dict) -> Optional[str]:
+    """Why a finished phase's outputs cannot be trusted now (missing, empty, another size than when it finished),
+    or None."""
+    sizes = record.get("outputs") if isinstance(record.get("outputs"), dict) else {}
+    for out in phase.outputs:
+        path = Path(out)
+        if not path.exists():
+            return f"{out} is gone"
+        size = _output_size(path)
+        if size == 0:
+            return f"{out} is empty"
+        if out in sizes and sizes[out] != size and not path.is_dir():
+            return f"{out} changed since (its size was {sizes[out]} bytes, now {size})"
+    return None
+
+
 def run_plan(
     phases: Sequence[Phase],
     out_dir: str | Path,
@@ -456,14 +477,19 @@ def run_plan(
             echo(f"{label}: running again (an earlier stage ran in this call)")
         if resume and not upstream_ran and marker.exists():
             try:
-                done = _without_interpreter(json.loads(marker.read_text()).get("command")) == \
-                    _without_interpreter(command)
+                record = json.loads(marker.read_text())
+                done = _without_interpreter(record.get("command")) == _without_interpreter(command)
             except (ValueError, AttributeError):
-                done = False
-            if done:
-                echo(f"{label}: skipped (finished in an earlier run)")
+                record, done = {}, False
+            broken = _outputs_not_whole(phase, record) if done else None
+            if broken:
+                echo(f"{label}: running again: it finished in an earlier run, but {broken}")
+            elif done:
+                echo(f"{label}: skipped (finished in an earlier run; its outputs are there, whole)")
                 results.append(PhaseResult(phase, "skipped", 0.0))
                 continue
+        # the phase runs (again): its old marker no longer says what its outputs are, and a failure leaves none
+        marker.unlink(missing_ok=True)
         if phase.note:
             echo(f"{label}: {phase.note}")
         echo(f"{label}: {rerun_command(phase, python, cwd)}")
@@ -516,7 +542,8 @@ def run_plan(
             echo(f"phase {phase.name!r} failed. Re-run it alone with:\n    {rerun_command(phase, python, cwd)}")
             results.append(PhaseResult(phase, "failed", seconds, 1, log_path))
             return results
-        marker.write_text(json.dumps({"command": command, "seconds": round(seconds, 2)}))
+        marker.write_text(json.dumps({"command": command, "seconds": round(seconds, 2),
+                                      "outputs": {p: _output_size(Path(p)) for p in phase.outputs}}))
         ran_stages.add(phase.stage)
         echo(f"{label}: done in {seconds:.1f}s")
         results.append(PhaseResult(phase, "ok", seconds, 0, log_path))

@@ -519,7 +519,9 @@ def merge_chunks(
         try:
             parts.append(load_preferences(path, end - start))
         except PreferenceError as exc:
-            raise AnnotationError(str(exc)) from exc
+            raise AnnotationError(f"{exc}; delete {path} and {chunk_meta_path(sdir, annotator, i, n_chunks)}, then run "
+                                  f"chunk {i} again (--chunk_number {i} --n_chunks {n_chunks}): only its pairs are "
+                                  "asked again") from exc
     labels = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
     out = final_path(preference_dir, annotator)
     save_preferences(out, labels, dtype=dtype)
@@ -580,7 +582,9 @@ def _initial_labels(cfg: AnnotationConfig, num_pairs: int, start: int, end: int,
         try:
             return load_preferences(cpath, size).copy()
         except PreferenceError as exc:
-            raise AnnotationError(f"{exc}; pass --ignore_existing to start over") from exc
+            raise AnnotationError(f"{exc}; delete {cpath} and {mpath}, and the same command labels that chunk's "
+                                  "pairs again (the other chunks' labels are kept; --ignore_existing would ask for "
+                                  "every pair of this run again)") from exc
     if final_labels is not None:
         return final_labels[start:end].astype(np.int32).copy()
     return fresh

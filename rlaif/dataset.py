@@ -177,6 +177,11 @@ def load_dataset(path: str | os.PathLike) -> ObservationDataset:
             return dataset_from_records(records, {"source": f"pkl:{path.name}"})
         except DatasetError as exc:
             raise DatasetError(f"{path}: not a readable {what} ({exc}). {_DATASET_REMEDY}") from None
+    if path.is_dir():
+        raise DatasetError(f"{path}: a folder, not a dataset file; give one file ({{skill}}.npz, as "
+                           "scripts.collect_dataset writes, or the release's .pkl), or the folder with --dataset_dir")
+    if not path.exists():
+        raise DatasetError(f"{path}: no such dataset file")
     raise DatasetError(f"{path}: unsupported dataset extension (use .npz or .pkl)")
 
 

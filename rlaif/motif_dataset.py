@@ -309,12 +309,50 @@ def skill_preferences(preference_dir: str | os.PathLike, skill: str, num_pairs: 
     return out
 
 
+# what an export writes, and nothing else: --overwrite replaces a folder only when it holds no more than these
+_EXPORT_FILES = {DATA_DIR: {"message.npy", "blstats.npy", "tty_chars.npy", "tty_colors.npy"},
+                 INFO_DIR: {"experience_level.npy"}}
+
+
+def _not_of_an_export(out: Path) -> list[str]:
+    """What ``out`` holds that an export did not write (``preference/`` may hold any ``*.npy``)."""
+    others: list[str] = []
+    for entry in sorted(out.iterdir()):
+        if entry.name == EXPORT_MANIFEST and entry.is_file():
+            continue
+        if entry.name in _EXPORT_FILES and entry.is_dir():
+            others += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir())
+                       if p.name not in _EXPORT_FILES[entry.name] or not p.is_file()]
+        elif entry.name == PREFERENCE_DIR and entry.is_dir():
+            others += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir()) if p.suffix != ".npy" or not p.is_file()]
+        else:
+            others.append(entry.name + ("/" if entry.is_dir() else ""))
+    return others
+
+
 def check_export_target(out: str | os.PathLike, overwrite: bool = False) -> Path:
     """``out`` as :func:`export_motif_layout` writes it (checked before the dataset is read): a folder that can be
-    written, and one that is not there yet unless ``overwrite``; else :class:`MotifLayoutError`."""
+    written, and one that is not there yet unless ``overwrite``; else :class:`MotifLayoutError`.
+
+    ``overwrite`` replaces only an earlier export: a folder with this command's manifest and no file it does not
+    write. Anything else there (another run's folder, the datasets an export reads) is refused, named."""
     out = output_folder("--out", out, MotifLayoutError)
     if out.exists() and not overwrite:
         raise MotifLayoutError(f"{out} exists; pass --overwrite to replace it (or choose another --out)")
+    if out.exists():
+        if not out.is_dir():
+            raise MotifLayoutError(f"--out {out} is a file, not an earlier export; --overwrite replaces only a folder "
+                                   "scripts.export_dataset wrote: choose another --out")
+        if not (out / EXPORT_MANIFEST).is_file():
+            held = ", ".join(p.name for p in sorted(out.iterdir())[:5]) or "nothing"
+            raise MotifLayoutError(f"--out {out} is not an earlier export (no {EXPORT_MANIFEST}; it holds {held}); "
+                                   "--overwrite replaces only a folder scripts.export_dataset wrote, and deletes "
+                                   "nothing else: choose another --out")
+        others = _not_of_an_export(out)
+        if others:
+            shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+            raise MotifLayoutError(f"--out {out} holds files an export does not write ({shown}); --overwrite would "
+                                   "delete them: move them, or choose another --out")
     return out
 
 

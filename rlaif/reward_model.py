@@ -391,11 +391,19 @@ def load_skill_reward(reward_dir: str | Path, device: str = "cpu") -> LoadedSkil
     model = model_from_checkpoint(state, dev).eval()
     mean = float(state["reward_mean"])
     var = float(state["reward_var"])
+    bad = [name for name, t in model.state_dict().items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    if bad or not (math.isfinite(mean) and math.isfinite(var)):
+        raise RewardCheckpointError(
+            f"{ckpt}: a diverged model ({'non-finite weights: ' + ', '.join(bad[:3]) if bad else 'non-finite reward mean or variance'}); "
+            "train it again with a smaller --reward_lr")
     std = math.sqrt(var) if var > 0 else 0.0
     if std < 1e-8:
         logger.warning("%s: reward variance is %.3g; scores are centred but not scaled", ckpt, var)
         std = 1.0
     quantiles = read_quantile_csv(csv_path)
+    if not all(math.isfinite(v) for v in quantiles.values()):
+        raise RewardCheckpointError(f"{csv_path}: non-finite quantiles (a diverged model); train it again with a "
+                                    "smaller --reward_lr")
     logger.info("loaded %s reward model from %s", state.get("skill", "?"), ckpt)
     return LoadedSkillReward(
         model=model,

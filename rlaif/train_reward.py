@@ -126,6 +126,9 @@ class RewardTrainingConfig:
     keep_checkpoints: int = 2
     model: RewardModelConfig = field(default_factory=lambda: RewardModelConfig(arch=DEFAULT_TRAIN_ARCH))
     progress: bool = True
+    # the sizes of ``model`` the command asked for (--embed_dim, --hidden_dim, --conv_channels): a resume from a
+    # checkpoint of other sizes is refused for these, the others are the checkpoint's
+    asked_sizes: tuple[str, ...] = ()
 
     @property
     def motif_layout(self) -> bool:
@@ -644,6 +647,12 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
                            "use another --experiment", ckpt, model.config.arch, model.config.arch, cfg.model.arch,
                            cfg.model.arch)
         elif model.config != cfg.model:
+            differ = [f"{name} {getattr(model.config, name)!r} (now {getattr(cfg.model, name)!r})"
+                      for name in cfg.asked_sizes if getattr(model.config, name) != getattr(cfg.model, name)]
+            if differ:
+                raise RewardTrainingError(
+                    f"cannot resume from {ckpt}: its model was built with {', '.join(differ)}; drop the flag (the "
+                    "checkpoint's sizes are kept), or train the new sizes into another --experiment")
             logger.info("resuming with the checkpoint's model config %s", model.config)
         logger.info("resuming from %s at iteration %d of %d", ckpt, tot_done, total_iters)
     else:
@@ -712,6 +721,14 @@ def train_reward(cfg: RewardTrainingConfig) -> dict[str, Any]:
                              _fmt(val_loss), _fmt(val_acc), str(val_decided)])
         rewards = raw_rewards(model, table, uniq_ids, uniq_depth)
         mean, var, qvals = reward_statistics(rewards)
+        bad = [name for name, t in model.state_dict().items() if t.is_floating_point() and not torch.isfinite(t).all()]
+        if bad or not all(math.isfinite(v) for v in [mean, var] + list(qvals)):
+            # a diverged model (a learning rate too large): never saved, the last good checkpoint stays the newest
+            raise RewardTrainingError(
+                f"training diverged at iteration {tot_done}: "
+                + (f"non-finite weights ({', '.join(bad[:3])})" if bad else "non-finite rewards or quantiles")
+                + f"; nothing saved ({'the newest checkpoint is ' + str(last_ckpt) if last_ckpt else 'no checkpoint'})"
+                f"; lower --reward_lr (now {cfg.reward_lr:g})")
         quantile_rows.append([f"{v:.6f}" for v in qvals])
         _write_csv(metrics_dir / METRICS_CSV, list(METRICS_HEADER), metrics_rows)
         _write_csv(metrics_dir / QUANTILES_CSV, quantile_header(), quantile_rows)

@@ -16,6 +16,7 @@ import logging
 import sys
 
 from code_generation.combine import CombineError, CombineInputError, combine
+from code_generation.isolation import IsolationUnavailable
 from code_generation.loader import MetaPolicyError
 from common.cli import FAILED, USAGE, ScriptParser, error
 from common.vocabulary import ALL_TASKS
@@ -39,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="replace a different existing module, and write even if the unit test fails")
     p.add_argument("--skip_test", action="store_true", help="do not run the task's reference unit test")
+    p.add_argument("--trust_generated_code", action="store_true",
+                   help="run the module's unit test and its first calls in this process, unconfined (default: in a "
+                        "bubblewrap sandbox with no network, no files of yours and an empty environment; "
+                        "docs/reliability.md)")
     return p
 
 
@@ -47,10 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         result = combine(args.task, args.seed, gen_dir=args.gen_dir, out_root=args.out_root, force=args.force,
-                         prompt_dir=args.prompt_dir, run_test=not args.skip_test, reference=args.reference)
-    except CombineInputError as exc:  # a missing input, an unwritable output, a different module in the way
+                         prompt_dir=args.prompt_dir, run_test=not args.skip_test, reference=args.reference,
+                         trust_generated_code=args.trust_generated_code)
+    except (CombineInputError, IsolationUnavailable) as exc:  # a missing input or output; no sandbox here
         return error(exc, USAGE)
-    except (CombineError, MetaPolicyError) as exc:  # the joined module fails its checks or its test (output kept)
+    except MetaPolicyError as exc:  # the written module is refused by the loader (names the file and why)
+        return error(exc, USAGE)
+    except CombineError as exc:  # the joined module fails its checks or its test (output kept)
         print(f"error: {exc}", file=sys.stderr)
         return FAILED
     state = "written" if result.written else "unchanged (identical module already there)"

@@ -9,6 +9,7 @@ import logging
 import sys
 
 from code_generation.generate import GenerationConfig, generate
+from code_generation.isolation import IsolationUnavailable, require_isolation
 from code_generation.prompts import PromptError
 from code_generation.sandbox import SandboxLimits
 from common.cli import FAILED, USAGE, MissingPackageError, ScriptParser, error
@@ -50,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no_reference_test", action="store_true",
                    help="accept code on the model's verdict alone, without the task's reference unit test")
     p.add_argument("--test_timeout", type=float, default=10.0, help="wall-clock limit of one sandboxed test (s)")
+    p.add_argument("--trust_generated_code", action="store_true",
+                   help="run the unit tests of the generated code unconfined but for the rlimits (default: in a "
+                        "bubblewrap sandbox with no network, no files of yours and an empty environment; "
+                        "docs/reliability.md)")
     return p
 
 
@@ -63,7 +68,13 @@ def main(argv: list[str] | None = None) -> int:
                               prompt_dir=args.prompt_dir, meta_root=args.meta_root,
                               reference_test=not args.no_reference_test, skill_functions=args.skill_functions,
                               limits=SandboxLimits(wall_seconds=args.test_timeout,
-                                                   cpu_seconds=max(1, int(args.test_timeout))))
+                                                   cpu_seconds=max(1, int(args.test_timeout)),
+                                                   trust_generated_code=args.trust_generated_code))
+    if not args.trust_generated_code:
+        try:
+            require_isolation()
+        except IsolationUnavailable as exc:
+            return error(exc, USAGE)
     try:  # the flags' output folder and backend (a --replay transcript that is missing or broken): bad input
         output_folder("--out_dir", args.out_dir)
         client = make_backend(args.backend, model=args.model, base_url=args.base_url,
@@ -73,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
                               device_map=args.device_map)
     except (FlagError, BackendError) as exc:
         return error(exc, USAGE)
+    recorded = getattr(client, "recorded", {}) or {}
+    if recorded.get("task") not in (None, args.task):
+        return error(f"--replay {args.replay}: a transcript recorded for task {recorded['task']} (seed "
+                     f"{recorded.get('seed', '?')}), not for --task {args.task}; replay it with --task "
+                     f"{recorded['task']}, or give {args.task}'s transcript", USAGE)
     try:
         result = generate(config, client)
     except (MissingPackageError, PromptError) as exc:  # a missing optional package or a bad prompt file

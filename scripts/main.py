@@ -40,6 +40,7 @@ the run with exit status 1; a bad configuration is reported before any worker st
 """
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -54,13 +55,51 @@ from common.flag_checks import output_folder
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BackendError
 from common.nethack import game_clock
-from rl_baseline.sf.cfg import ConfigError, eval_dir_of, evaluates_root_env, forced_skill, resolve_cfg
+from common.run_lock import LockHeldError, RunLock
+from rl_baseline.sf.cfg import (
+    ConfigError,
+    eval_dir_of,
+    eval_result_path,
+    evaluates_root_env,
+    evaluation_settings,
+    forced_skill,
+    resolve_cfg,
+)
 from rl_baseline.sf.checkpoints import CheckpointError
+
+#: held in the experiment folder while a training runs there
+TRAINING_LOCK = ".training.lock"
+
+
+def _earlier_result(cfg: Any) -> Optional[str]:
+    """Checks the result this evaluation would replace (before any game starts): one made with other settings is
+    refused unless --eval_replace True (ConfigError naming them); returns what to say when it is replaced."""
+    path = Path(eval_result_path(cfg))
+    if not path.exists():
+        return None
+    settings = evaluation_settings(cfg)
+    try:
+        earlier = json.loads(path.read_text()).get("settings")
+    except (OSError, ValueError, AttributeError):
+        earlier = None
+    if earlier == settings:
+        return f"replaced the earlier result at {path} (made with the same settings)"
+    if earlier is None:
+        differ = "it records no settings (an older or damaged result)"
+    else:
+        keys = sorted(k for k in set(settings) | set(earlier) if settings.get(k) != earlier.get(k))
+        differ = "other settings: " + ", ".join(f"{k} {earlier.get(k)!r} there, {settings.get(k)!r} here"
+                                                for k in keys[:6])
+    if not getattr(cfg, "eval_replace", False):
+        raise ConfigError(f"{path} holds an earlier evaluation ({differ}); pass --eval_replace True to replace it, "
+                          "or --eval_dir DIR to keep both")
+    return f"replaced the earlier result at {path} (--eval_replace True; {differ})"
 
 
 def _evaluate(cfg: Any) -> int:
     """An evaluation (tasks, a forced skill, or Motif's root environment); it writes its results at the end, so an
     interrupted one leaves nothing behind and says so."""
+    replacing = _earlier_result(cfg)
     try:
         with sigterm_raises():
             if evaluates_root_env(cfg):
@@ -78,6 +117,8 @@ def _evaluate(cfg: Any) -> int:
     except KeyboardInterrupt as exc:
         return interrupted_exit(exc, "an evaluation writes its results when it ends, so nothing was written and "
                                 "earlier results are as they were; run the same command again to evaluate")
+    if replacing:
+        print(replacing)
     return 0
 
 
@@ -103,10 +144,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _evaluate(cfg)
         from rl_baseline.sf.train import train  # lazy: pulls in sample-factory and torch; only when training
 
-        # sample-factory's event loop catches the KeyboardInterrupt a signal raises, stops the workers in order
-        # (the learner saves a checkpoint) and reports INTERRUPTED; the exit status train returns says which signal
-        with sigterm_raises(sigint=True):
-            return train(cfg)
+        # one training per experiment folder: a second one would delete the first's checkpoints as its own
+        # rotate; the lock names its holder (pid, host, start) and dies with it (common.run_lock)
+        experiment = Path(cfg.train_dir) / cfg.experiment
+        try:
+            lock = RunLock(experiment / TRAINING_LOCK).acquire()
+        except LockHeldError as exc:
+            return error(f"another training is running in {experiment}: {exc}; wait for it to end (the same "
+                         "command then resumes from its checkpoint), or train into another --experiment", USAGE)
+        try:
+            # sample-factory's event loop catches the KeyboardInterrupt a signal raises, stops the workers in order
+            # (the learner saves a checkpoint) and reports INTERRUPTED; the exit status train returns says which
+            # signal
+            with sigterm_raises(sigint=True):
+                return train(cfg)
+        except KeyboardInterrupt as exc:  # before sample-factory's loop took over: while checking or starting
+            return interrupted_exit(exc, "the training was stopped while it started, its workers with it; nothing "
+                                    "was trained since its newest checkpoint; the same command starts (or resumes) it")
+        finally:
+            lock.release()
     except (ConfigError, CheckpointError, FileNotFoundError, BackendError) as exc:  # BackendError: --meta_llm_*
         return error(exc, USAGE)
     except Exception as exc:  # sample-factory's config loader raises bare Exception

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from code_generation.verify import check_meta_policies
 from common.cli import USAGE, ScriptParser, error
-from common.flag_checks import FlagError, output_folder
+from common.flag_checks import FlagError, output_folder, positive_finite
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BackendError, check_installed
 from common.precision import PrecisionError, resolve_precision
@@ -197,6 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:  # settings that cannot run, before any phase: a timeout, the device of skill training
+        if args.phase_timeout is not None:
+            positive_finite("phase_timeout", args.phase_timeout, "seconds a phase may run")
+        if args.device is not None and args.device not in ("cpu", "gpu"):
+            raise FlagError(f"--device {args.device!r}: cpu or gpu (sample-factory's devices)")
+        if args.device == "gpu" and not (args.preset == "paper" or args.dry_run or args.write_slurm):
+            import torch  # lazy: only to ask for a GPU
+
+            if not torch.cuda.is_available():
+                raise FlagError("--device gpu: this machine has no CUDA GPU that torch can use "
+                                "(torch.cuda.is_available() is False); use --device cpu")
+    except FlagError as exc:
+        return error(exc)
     try:  # the folders written, before anything is planned or run
         if args.write_slurm:
             output_folder("--write_slurm", args.write_slurm)

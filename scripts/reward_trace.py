@@ -80,7 +80,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise ConfigError(f"--reward_dir: {len(missing)} of the {NUM_SKILLS} reward directories not found: "
                               f"{', '.join(missing)}")
         quantiles = parse_quantiles(args.eps_threshold_quantile, NUM_SKILLS)
-        reward_thresholds(dirs, quantiles)  # each model loads and has its quantile: a flag's error, not a traceback
+        # each model loads, has its quantile and is its slot's skill's: a flag's error, not a traceback
+        reward_thresholds(dirs, quantiles, SKILLS)
         config = SkillEnvConfig(max_episode_steps=args.max_episode_steps, reward_dirs=tuple(dirs),
                                 quantiles=tuple(quantiles))
         results = compare_timings(config, args.episodes, args.seed, show_progress=not args.no_progress,

@@ -33,7 +33,7 @@ import sys
 
 from common.cli import ScriptParser
 from common.estimates import MIN_VALIDATION_PAIRS, too_few_pairs
-from common.flag_checks import output_folder
+from common.flag_checks import output_folder, positive_finite
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError
@@ -177,6 +177,8 @@ def config_from_args(args: argparse.Namespace) -> RewardTrainingConfig:
             MOTIF_VAL_FRACTION if _motif_layout(args) else RewardTrainingConfig().val_fraction),
         save_every=args.save_every, keep_checkpoints=args.keep_checkpoints, model=model,
         progress=not args.no_progress,
+        asked_sizes=tuple(name for name in ("embed_dim", "hidden_dim", "conv_channels")
+                          if arch == "small" and getattr(args, name, None) is not None),
     )
 
 
@@ -190,6 +192,7 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_from_args(args)
+        positive_finite("reward_lr", cfg.reward_lr, "Adam's step size")
         output_folder("--train_dir", cfg.run_dir)  # before the data are read and the model trained
         with sigterm_raises():
             result = train_reward(cfg)

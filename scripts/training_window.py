@@ -84,6 +84,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for folder in [args.policy_dir, *args.compare]:
         flag = "--policy_dir" if folder == args.policy_dir else "--compare"
         prefixes = tuple(sorted(set(TB_PREFIXES) | {t.split("/")[0] + "/" for t in asked}))  # all: a miss lists them
+        if not Path(folder).is_dir():
+            what = "a file, not a folder" if Path(folder).exists() else "no such folder"
+            return error(f"{flag} {folder}: {what}; give a training run's folder ({{train_dir}}/{{experiment}})")
         scalars = read_tensorboard_scalars(folder, prefixes)
         if not scalars:
             return error(f"{flag} {folder}: no tensorboard summaries with the prefixes {', '.join(prefixes)}")

@@ -408,7 +408,8 @@ def test_combined_exploration_policy_draws_its_settings_without_importing_random
 
 def test_combine_force_with_a_policy_that_loops_forever_ends_instead_of_hanging(tmp_path, capsys):
     """The sandboxed test flags the loop, --force writes the module anyway, and the in-process check call then
-    hung at 100% CPU; it now runs under the runtime's time bound per call and ends with an error naming it."""
+    hung at 100% CPU; it now runs where the runtime runs it (the isolated child, 1 s of wall clock a call) and
+    ends with an error naming it."""
     import time
 
     from code_generation.sandbox import SandboxLimits
@@ -419,7 +420,7 @@ def test_combine_force_with_a_policy_that_loops_forever_ends_instead_of_hanging(
     run_dir.mkdir(parents=True)
     (run_dir / "execution.py").write_text(looping)
     start = time.monotonic()
-    with pytest.raises(CombineError, match=r"took longer than 0.1 s, the runtime's bound per call"):
+    with pytest.raises(CombineError, match=r"took longer than 1 s, the runtime's bound per call"):
         combine("gnomish", 5, gen_dir=tmp_path / "gen", out_root=tmp_path / "meta", force=True,
                 limits=SandboxLimits(wall_seconds=2.0, cpu_seconds=2))
     assert time.monotonic() - start < 30

@@ -166,14 +166,15 @@ def test_loader_falls_back_when_generated_code_raises(tmp_path, caplog):
 
 @pytest.mark.slow
 def test_watchdog_bounds_every_call_and_never_fires_outside_one(tmp_path):
-    """Each call into the module has its own budget: a hanging call is stopped near its deadline, the
+    """In-process (--trust_generated_code): each call into the module has its own budget: a hanging call is stopped near its deadline, the
     next hanging call too, time spent between calls raises nothing, and no interval timer is used."""
     import signal
     import threading
     import time
 
     _write_module(tmp_path, "gnomish", 8, BROKEN)
-    policy = meta_policy.load("gnomish", 8, root=tmp_path, config=meta_policy.MetaPolicyConfig(call_timeout_s=0.2))
+    policy = meta_policy.load("gnomish", 8, root=tmp_path,
+                              config=meta_policy.MetaPolicyConfig(call_timeout_s=0.2, trust_generated_code=True))
     assert any(t.name == "generated-code-watchdog" for t in threading.enumerate())
     for _ in range(2):
         start = time.thread_time()  # the budget is CPU time: a loaded machine stretches the wall clock only

@@ -220,8 +220,9 @@ def test_shipped_policy_decides_as_the_release_in_every_state_of_the_grid(task):
     staircase on the entrance level; delphi goes straight down to level 9; minetown goes down in the Mines to
     depth 8; goldenexit heads up at 20 gold and 25 kills whatever the depth; levelupsell explores at any depth
     until experience level 4; every task ends every skill when a shopkeeper or an altar is in view."""
-    # no time bound per call: the grid makes about a million calls
+    # through the isolated child, as training calls it; no time bound per call: the grid makes about a million calls
     policy = meta_policy.load(task, 42, config=meta_policy.MetaPolicyConfig(call_timeout_s=0))
+    assert policy.host.isolated
     max_depth, budget = RELEASE_SETTINGS[task]
     assert (policy.player.max_depth, policy.player.discoverer_skill_steps) == (max_depth, budget)
     assert policy.player.merchant_skill_steps == policy.player.worshipper_skill_steps == 20 * budget

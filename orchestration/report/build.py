@@ -54,6 +54,9 @@ def build_report(roots: Sequence[str | Path], out_dir: Optional[str | Path] = No
     training_runs: list[TrainingRun] = []
     skill_reports: list[SkillReport] = []
     for root in roots:
+        if Path(root).exists() and not Path(root).is_dir():
+            raise ReportError(f"{root}: a file, not a folder; give the folder of runs (a --train_dir or a pipeline's "
+                              "--out_dir)")
         if not Path(root).is_dir():
             raise ReportError(f"{root}: no such folder")
         results += find_eval_results(root)

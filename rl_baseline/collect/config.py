@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from common.flag_checks import FlagError, worker_count
 from common.vocabulary import SKILLS, skill_index
 
 POLICIES: tuple[str, ...] = ("random", "explorer", "checkpoint")
@@ -86,8 +87,10 @@ class CollectConfig:
         skill_index(self.skill)  # raises with the list of valid skills
         if int(self.num_pairs) <= 0:
             raise CollectError(f"--num_pairs must be > 0, got {self.num_pairs}")
-        if int(self.num_workers) <= 0:
-            raise CollectError(f"--num_workers must be > 0, got {self.num_workers}")
+        try:
+            worker_count("num_workers", self.num_workers, "collection worker processes")
+        except FlagError as exc:
+            raise CollectError(str(exc)) from None
         if not self.policy_mix or any(p not in POLICIES for p in self.policy_mix):
             raise CollectError(f"bad policy mix {self.policy_mix}; valid policies: {', '.join(POLICIES)}")
         if self.device not in ("cpu", "cuda"):

@@ -39,7 +39,7 @@ from tqdm import tqdm
 from common.flag_checks import output_folder
 from common.nethack import blstats as B
 from common.nethack.messages import MESSAGE_LEN
-from common.worker_exit import skip_final_collection_in_worker
+from common.worker_exit import exit_with_parent, skip_final_collection_in_worker
 from rl_baseline.collect.config import POLICIES, CollectConfig, CollectError
 from rl_baseline.collect.explorer import ExplorerPolicy
 from rl_baseline.collect.policies import Policy, RandomPolicy
@@ -202,6 +202,7 @@ def _worker_main(config: CollectConfig, worker_id: int, quota: int, queue: Any) 
     logging.basicConfig(level=logging.WARNING)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends the workers
     skip_final_collection_in_worker()  # the result goes through the queue, flushed before the interpreter exits
+    exit_with_parent()  # a killed trainer takes its workers with it
     try:
         result = collect_worker(config, worker_id, quota, progress=lambda n: queue.put(("progress", worker_id, n)))
         queue.put(("done", worker_id, result))

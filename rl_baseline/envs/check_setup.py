@@ -55,6 +55,14 @@ def main() -> None:
     env.close()
     print("ok: the environment steps; NetHack set-up verified")
 
+    from code_generation.isolation import IsolationUnavailable, require_isolation  # lazy: after the game's checks
+
+    try:  # not a failure: a user may accept the risk with --trust_generated_code
+        require_isolation()
+        print("ok: generated code runs isolated (a bubblewrap sandbox starts)")
+    except IsolationUnavailable as exc:
+        print(f"WARNING: {exc}")
+
 
 if __name__ == "__main__":
     main()

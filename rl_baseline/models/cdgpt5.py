@@ -61,7 +61,7 @@ from sample_factory.model.actor_critic import default_make_actor_critic_func
 from sample_factory.model.encoder import Encoder
 from torch import nn
 
-from common.worker_exit import skip_final_collection_in_worker
+from common.worker_exit import exit_with_parent, skip_final_collection_in_worker
 from rl_baseline.models.autocast import as_float32, autocast, compute_dtype, keep_frozen_weights_in, make_core
 from rl_baseline.models.obs import (
     BLSTATS_SIZE,
@@ -840,6 +840,7 @@ def make_cdgpt5_actor_critic(cfg: Any, obs_space: Any, action_space: Any) -> Any
     initialisation (:meth:`ReleaseEncoder.release_default_layers`); every other layer is initialised as
     sample-factory does (``--policy_initialization``, orthogonal by default, zero biases), as the release did."""
     skip_final_collection_in_worker()  # the learner and inference workers: their exit was seconds of collection
+    exit_with_parent()  # a killed trainer takes its workers with it
     cfg = adapt_sf_cfg(cfg, obs_space)
     if getattr(cfg, "policy_heads", "shared") == "per_skill":
         if not getattr(cfg, "actor_critic_share_weights", True):

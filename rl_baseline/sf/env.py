@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import gymnasium as gym
 
-from common.worker_exit import skip_final_collection_in_worker
+from common.worker_exit import exit_with_parent, skip_final_collection_in_worker
 from rl_baseline.baselines.embedding_reward import EmbeddingReward, EmbeddingRewardConfig
 from rl_baseline.baselines.llm_policy.meta import make_llm_meta_policy
 from rl_baseline.baselines.motif_tasks import MotifTaskReward
@@ -115,10 +115,11 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
     elif config.task is not None and config.meta_llm is not None:
         # the hierarchical LLM policy: a language model picks the next skill, the task's module the rest
         factory = functools.partial(make_llm_meta_policy, config.task, config.code_seed, config.meta_policy_root,
-                                    config.meta_llm)
+                                    config.meta_llm, MetaPolicyConfig(trust_generated_code=config.trust_generated_code))
     elif config.task is not None:
         factory = functools.partial(load, config.task, config.code_seed, config.meta_policy_root,
-                                    MetaPolicyConfig(discoverer_turns=config.discoverer_turns))
+                                    MetaPolicyConfig(discoverer_turns=config.discoverer_turns,
+                                                     trust_generated_code=config.trust_generated_code))
     else:
         factory = SingleSkillPolicy
     return SkillRuntime(env, factory, reward, num_skills=config.num_skills, training_seed=config.training_seed,
@@ -130,6 +131,7 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
 def make_sf_env(full_env_name: str, cfg: Any, env_config: Any = None, render_mode: Optional[str] = None) -> gym.Env:
     """sample-factory's env factory signature: the environments of training."""
     skip_final_collection_in_worker()  # a rollout worker: its exit was seconds of garbage collection
+    exit_with_parent()  # a killed trainer takes its workers with it
     # without --seed a run draws its own, so runs still differ (sample-factory's seeds are env indices)
     run_seed = cfg.seed if cfg.seed is not None else random.SystemRandom().randrange(1 << 31)
     config = dataclasses.replace(SkillEnvConfig.from_cfg(cfg), training_seed=int(run_seed))

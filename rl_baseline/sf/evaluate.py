@@ -67,7 +67,14 @@ from rl_baseline.baselines.motif_eval import run_root_episodes, summarize_root
 from rl_baseline.envs.seeding import seed_run
 from rl_baseline.evaluation import RunResult, evaluation_plan, run_evaluation, summarize, write_results
 from rl_baseline.models.render import render_tty_frame
-from rl_baseline.sf.cfg import ConfigError, SkillEnvConfig, eval_dir_of, evaluates_root_env, require_resolved
+from rl_baseline.sf.cfg import (
+    ConfigError,
+    SkillEnvConfig,
+    eval_dir_of,
+    evaluates_root_env,
+    evaluation_settings,
+    require_resolved,
+)
 from rl_baseline.sf.multi_policy import load_skill_policies
 from rl_baseline.sf.policy import UniformRandomPolicy, load_policy
 
@@ -229,7 +236,7 @@ def evaluate(cfg: Any) -> dict:
         code_seed=int(cfg.code_seed), experiment=cfg.experiment, checkpoint=str(checkpoint),
         seed=int(cfg.seed or 0),  # the games played: evaluation_game_seed(seed, k); merged evaluations differ in it
         env_steps=env_steps, deterministic=bool(cfg.eval_deterministic_actions), policy=kind,
-        game_clock=active_game_clock(),
+        game_clock=active_game_clock(), settings=evaluation_settings(cfg),
     )
     if kind != "trained":
         # a reference, named as such: never read as the experiment's own result
@@ -310,7 +317,8 @@ def evaluate_root_env(cfg: Any) -> dict:
             env.close()
     summary = summarize_root(cfg.root_env, run, protocol, int(cfg.eval_stats_avg))
     summary.update(experiment=cfg.experiment, checkpoint=str(acting.checkpoint), env_steps=acting.env_steps,
-                   max_episode_steps=int(cfg.max_episode_steps), policy=kind, game_clock=active_game_clock())
+                   max_episode_steps=int(cfg.max_episode_steps), policy=kind, game_clock=active_game_clock(),
+                   settings=evaluation_settings(cfg))
     if kind != "trained":
         summary["experiment"] = f"{cfg.experiment} ({kind})"
     path = atomic_write_json(eval_dir(cfg) / f"{cfg.root_env}.json", summary)

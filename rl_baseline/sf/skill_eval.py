@@ -30,7 +30,14 @@ from common.estimates import interval_method, mean_interval95
 from common.nethack.actions import action_names_for
 from common.nethack.game_clock import active_game_clock
 from rl_baseline.envs.seeding import evaluation_game_seed, seed_run
-from rl_baseline.sf.cfg import EVAL_POLICIES, ConfigError, SkillEnvConfig, forced_skill, require_resolved
+from rl_baseline.sf.cfg import (
+    EVAL_POLICIES,
+    ConfigError,
+    SkillEnvConfig,
+    evaluation_settings,
+    forced_skill,
+    require_resolved,
+)
 from rl_baseline.sf.evaluate import eval_dir
 from rl_baseline.sf.policy import UniformRandomPolicy, load_policy
 from rl_baseline.tasks.detectors import ending_of
@@ -231,7 +238,7 @@ def evaluate_skill(cfg: Any) -> dict:
                                        seed=int(cfg.seed or 0))
     summary = result.summary()
     summary.update(experiment=cfg.experiment, checkpoint=info["checkpoint"], env_steps=info["env_steps"],
-                   start_depth=info["start_depth"], game_clock=active_game_clock(),
+                   start_depth=info["start_depth"], game_clock=active_game_clock(), settings=evaluation_settings(cfg),
                    start_note="wizard-mode level teleport after reset" if info["start_depth"] > 1 else "level 1")
     path = atomic_write_json(eval_dir(cfg) / f"skill_{skill}.json", summary)
     parts = ", ".join(f"{m} {format_measure(s)}" for m, s in summary["measures"].items())

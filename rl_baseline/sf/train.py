@@ -40,7 +40,7 @@ from signal_slot.signal_slot import EventLoopObject, Timer
 
 from common.atomic_io import atomic_write_json
 from common.cli import FAILED
-from common.interrupts import received_status
+from common.interrupts import received_status, signals_deferred
 from rl_baseline.baselines.oni.annotator import AnnotatorConfig
 from rl_baseline.baselines.oni.service import AnnotatorProcess, ServerError, server_url, wait_for_server
 from rl_baseline.baselines.oni.store import read_stats
@@ -310,6 +310,7 @@ def train(cfg: Any) -> int:
     probe_env(cfg)
     annotator = start_online_annotation(cfg) if getattr(cfg, "online_store_dir", None) else None
     wandb_run = start_wandb(cfg)  # before sample-factory's tensorboard writers exist, so they are mirrored
+    runner = None
     try:
         runner = (MaestroSerialRunner if cfg.serial_mode else MaestroParallelRunner)(_without_sf_wandb(cfg))
         remember_run(cfg, wandb_run)
@@ -319,9 +320,16 @@ def train(cfg: Any) -> int:
             runner.register_observer(OnlineStatsObserver(cfg.online_store_dir, annotator))
         watchdog = ProcessWatchdog(grace=WORKER_FAILURE_GRACE_S)  # read here, so a driver script can set it
         runner.register_observer(watchdog)
-        status = runner.init()
+        # the workers start with the signals held back; one that came meanwhile arrives here, after the start,
+        # and the workers already started are stopped below
+        with signals_deferred():
+            status = runner.init()
         if status == ExperimentStatus.SUCCESS:
             status = runner.run()
+    except KeyboardInterrupt:
+        if runner is not None:
+            _terminate_children(runner, timeout=5.0)
+        raise
     finally:
         if annotator is not None:
             annotator.stop()

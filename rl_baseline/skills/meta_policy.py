@@ -53,33 +53,54 @@ State hooks of composite tasks, all optional, called by :meth:`MetaPolicy.update
 ``update_position(depth, dungeon_number)``  ``info["depth"]``, ``info["dungeon_number"]``
 =====================  ===================================================================
 
-Every call into the module goes through a guard: any exception is logged (with
-task and seed) and replaced by a fallback (``next_skill`` -> ``"discoverer"``,
-``should_terminate`` -> True, ``preconditions`` -> ``(False, False)``), so a bad
-module never crashes an env worker. Each call is bounded in time
-(``MetaPolicyConfig.call_timeout_s``, default 0.1 s) when the wrapper is reset in the main
-thread of the process (the case for sample-factory env workers) and SIGALRM is not used by
-anything else, by :mod:`code_generation.time_bound` (a watchdog thread and SIGALRM, on the
-CPU time the call uses, so a loaded machine does not stop it). Elsewhere (other threads,
-platforms without ``pthread_kill``) calls run unbounded.
-A skill name outside ``SKILLS`` is replaced by the fallback too. :func:`load` returns
-a wrapper that is already reset; call :meth:`MetaPolicy.reset` at every episode start.
+Where the module runs: in a child process that the operating system confines (:mod:`code_generation.isolation`:
+bubblewrap, no network, a read-only view of the interpreter and numpy only, an empty environment, 1 GiB of address
+space), one child per module and process, all of a worker's environments in it; a step's calls travel together
+(:meth:`MetaPolicy.step_decisions`, one round trip). Each request is bounded by the wall clock
+(``MetaPolicyConfig.call_timeout_s`` per call into the module, default 1 s); code in the child cannot catch it:
+the parent kills the child and starts another, the step takes the fallback and the error is counted, and the
+players of that child's environments start afresh (``NetHackPlayer(-1, -2)``, ``set_initial_values()``, the
+entrance depth if known). Its import and ``__init__`` run under the same limits. Where bubblewrap cannot run,
+:func:`load` raises :class:`code_generation.isolation.IsolationUnavailable` (the scripts exit 2 with its line);
+``MetaPolicyConfig.trust_generated_code`` (``--trust_generated_code``) runs the module in this process instead,
+each call bounded in CPU time by :mod:`code_generation.time_bound` (0.1 s).
+
+Every call into the module goes through a guard: any exception is logged (with task and seed) and replaced by a
+fallback (``next_skill`` -> ``"discoverer"``, ``should_terminate`` -> True, ``preconditions`` ->
+``(False, False)``), so a bad module never crashes an env worker. A skill name outside ``SKILLS`` is replaced by
+the fallback too. :func:`load` returns a wrapper that is already reset; call :meth:`MetaPolicy.reset` at every
+episode start. ``MetaPolicy.player`` is a view of the module's player (attributes read and set through the host).
 
 Pure Python + numpy: no NLE, no sample-factory.
 """
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from code_generation import time_bound
-from code_generation.loader import DEFAULT_ROOT, MetaPolicyError, available, load_class, module_path  # noqa: F401
+from code_generation.isolation import (
+    DEFAULT_ISOLATED_CALL_TIMEOUT_S,
+    IMPORT_TIMEOUT_S,
+    InProcessPlayerHost,
+    IsolatedPlayerHost,
+    IsolationUnavailable,
+    ModuleRefused,
+    Reply,
+    cached_host,
+    source_digest,
+)
+from code_generation.loader import DEFAULT_ROOT, MetaPolicyError, available, checked_module, load_class, module_path  # noqa: F401
+from code_generation.policy_host import encode_array
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S
 from common.vocabulary import SKILLS
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["COLOR_MAP", "FALLBACK_SKILL", "IsolationUnavailable", "MetaPolicy", "MetaPolicyConfig", "MetaPolicyError",
+           "available", "load", "module_path"]
 
 FALLBACK_SKILL = "discoverer"
 HUNGRY = 2  # NLE hunger state: values >= 2 mean hungry or worse
@@ -98,168 +119,245 @@ COLOR_MAP: dict[str, int] = {
 class MetaPolicyConfig:
     """How generated code is called at run time."""
 
-    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S  # 0 disables the time bound
+    # the bound per call into the module: wall clock in the isolated child (default 1 s), CPU time in-process
+    # under trust_generated_code (default 0.1 s); 0 disables the bound
+    call_timeout_s: float | None = None
     max_logged_errors: int = 20  # then errors are only counted
     # the discoverer's time budget in game turns, set on the player after ``set_initial_values()``
     # (None: the module's own, 500 in the release's training policy). A named deviation for
     # CPU-scale lives (``--discoverer_turns``, docs/results.md): the other budgets stay the module's.
     discoverer_turns: int | None = None
+    # --trust_generated_code: run the module in this process, unconfined (off: the isolated child)
+    trust_generated_code: bool = False
+    import_timeout_s: float = IMPORT_TIMEOUT_S  # the isolated child's bound on the module's import
+
+    def timeout(self) -> float:
+        if self.call_timeout_s is not None:
+            return float(self.call_timeout_s)
+        return DEFAULT_CALL_TIMEOUT_S if self.trust_generated_code else DEFAULT_ISOLATED_CALL_TIMEOUT_S
+
+
+def _make_host(path: Path, source: str, config: MetaPolicyConfig) -> Any:
+    if config.trust_generated_code:
+        # load_class compiles the same checked text in-process (cached per text)
+        return InProcessPlayerHost(_trusted_class(path), COLOR_MAP, config.timeout())
+    try:
+        return IsolatedPlayerHost(source, str(path), COLOR_MAP, config.timeout(), config.import_timeout_s)
+    except ModuleRefused as exc:
+        raise MetaPolicyError(f"{path}: refused: {exc}") from None
+
+
+def _trusted_class(path: Path) -> type:
+    task, seed = path.parent.parent.name, int(path.parent.name[len("seed"):])
+    return load_class(task, seed, path.parents[2])
+
+
+def host_for(task: str, seed: int, root: str | Path | None, config: MetaPolicyConfig) -> Callable[[], Any]:
+    """A factory of this process's host for the module (checked now; a fork makes its own host on first use)."""
+    path, source = checked_module(task, seed, root)
+    key = (path.resolve(), source_digest(source), config.trust_generated_code, config.timeout(),
+           config.import_timeout_s)
+
+    def make() -> Any:
+        return cached_host(key, lambda: _make_host(path, source, config))
+
+    make()
+    return make
 
 
 def load(task: str, seed: int, root: str | Path | None = None,
          config: MetaPolicyConfig | None = None) -> "MetaPolicy":
-    """The guarded meta-policy of ``task`` / ``seed`` (module imported once per process)."""
-    policy = MetaPolicy(load_class(task, seed, root), task, seed, config)
+    """The guarded meta-policy of ``task`` / ``seed``: the module checked, then loaded in its isolated child
+    (one per module and process), or in-process under ``config.trust_generated_code``."""
+    config = config or MetaPolicyConfig()
+    policy = MetaPolicy(host_for(task, seed, root, config), task, seed, config)
     policy.reset()
+    policy._flush()  # the first player now: a constructor that fails or hangs shows at load
     return policy
 
 
-class MetaPolicy:
-    """Guarded wrapper around a ``NetHackPlayer`` instance (see the module docstring)."""
+class PlayerView:
+    """The module's player as the tests and tools see it: attribute reads and writes go through the host."""
 
-    def __init__(self, player_class: type, task: str, seed: int, config: MetaPolicyConfig | None = None) -> None:
-        self.player_class = player_class
+    def __init__(self, policy: "MetaPolicy") -> None:
+        object.__setattr__(self, "_policy", policy)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        out = self._policy._request([["peek", name]])[0]
+        if not isinstance(out, dict) or "value" not in out:
+            raise AttributeError(f"the player has no attribute {name!r}")
+        return out["value"]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._policy._pending.append(["set", name, name, value])
+
+
+class MetaPolicy:
+    """Guarded wrapper around one ``NetHackPlayer`` in its host (see the module docstring)."""
+
+    def __init__(self, host_factory: Callable[[], Any], task: str, seed: int,
+                 config: MetaPolicyConfig | None = None) -> None:
+        self._host_factory = host_factory
+        self.host = host_factory()
+        self.handle = self.host.new_handle()
+        self._generation = self.host.generation
         self.task = task
         self.seed = seed
         self.config = config or MetaPolicyConfig()
-        self.player: Any = None
-        self.num_errors = 0
+        self._num_errors = 0
         self._kills_seen = 0
         self._branch_depth = -2
-        self._color_map = dict(COLOR_MAP)
-        self._use_timer = False
-        self._hooks = {name: callable(getattr(player_class, name, None)) for name in
-                       ("update_gold", "defeat_monster", "update_xp_level", "update_hunger", "update_position")}
+        self._alive = False
+        self._pending: list = []
+        self._hooks = dict(self.host.hooks)
 
-    # -- guard -----------------------------------------------------------------
-    def _timer_ready(self) -> bool:
-        """Whether calls can be bounded (main thread, our SIGALRM handler); starts the watchdog."""
-        return time_bound.ready(self.config.call_timeout_s)
+    # -- the host --------------------------------------------------------------------------------------------
+    def _request(self, ops: list) -> list:
+        """Sends what waits and ``ops`` in one request; one result per op of ``ops`` (None: the fallback)."""
+        host = self.host
+        prefix: list = []
+        if host.pid != os.getpid():  # a forked process: its own child, a player made afresh there
+            host = self.host = self._host_factory()
+            self.handle = host.new_handle()
+            self._generation = -1
+        if self._generation != host.generation:  # the child was restarted: this player is gone
+            self._generation = host.generation
+            prefix = [["new", self.config.discoverer_turns]]
+            if self._branch_depth != -2:
+                prefix.append(["set", "branch_depth", "branch_depth", self._branch_depth])
+        sent = prefix + self._pending + ops
+        self._pending = []
+        reply: Reply = host.request(self.handle, sent)
+        for what, text in reply.errors:
+            self._error(what, text)
+        if reply.results is None:
+            return [None] * len(ops)
+        for op, out in zip(sent, reply.results):
+            if op[0] == "new":
+                self._alive = out is not None
+        return reply.results[len(sent) - len(ops):]
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
-        watch = time_bound.WATCHDOG if self._use_timer else None
-        try:
-            if watch is not None:
-                watch.deadline = watch.now() + self.config.call_timeout_s
-                watch.in_call = True
-            try:
-                return True, fn(*args)
-            finally:
-                if watch is not None:
-                    watch.in_call = False
-                    watch.deadline = 0.0
-        except (time_bound.CallTimeout, Exception) as exc:  # generated code may raise anything
-            self._error(what, exc)
-            return False, None
+    def _flush(self) -> None:
+        if self._pending:
+            self._request([])
 
-    def _error(self, what: str, exc: BaseException | str) -> None:
-        self.num_errors += 1
-        text = "timed out" if isinstance(exc, time_bound.CallTimeout) else repr(exc)
-        if self.num_errors <= self.config.max_logged_errors:
+    def _error(self, what: str, text: str) -> None:
+        self._num_errors += 1
+        if self._num_errors <= self.config.max_logged_errors:
             logger.warning("meta-policy %s seed %d: %s failed (%s); using the fallback",
                            self.task, self.seed, what, text)
+
+    @property
+    def num_errors(self) -> int:
+        self._flush()
+        return self._num_errors
+
+    @property
+    def player(self) -> PlayerView | None:
+        """A view of the module's player (None where its constructor failed)."""
+        self._flush()
+        return PlayerView(self) if self._alive else None
 
     # -- API used by the run-time ---------------------------------------------
     def reset(self) -> None:
         """New episode: a fresh ``NetHackPlayer(max_depth=-1, branch_depth=-2)`` + ``set_initial_values()``."""
         self._kills_seen = 0
         self._branch_depth = -2
-        self._color_map = dict(COLOR_MAP)
-        self._use_timer = self._timer_ready()
-        ok, player = self._call("NetHackPlayer()", self.player_class, -1, -2)
-        self.player = player if ok else None
-        if self.player is not None:
-            self._call("set_initial_values", self.player.set_initial_values)
-            if self.config.discoverer_turns is not None:
-                self._call("discoverer_skill_steps", _set_attr, self.player, "discoverer_skill_steps",
-                           int(self.config.discoverer_turns))
+        self._pending.append(["new", self.config.discoverer_turns])
 
     @property
     def initial_skill(self) -> str:
-        skill = getattr(self.player, "skill", FALLBACK_SKILL) if self.player is not None else FALLBACK_SKILL
+        out = self._request([["peek", "skill"]])[0]
+        skill = out.get("value") if isinstance(out, dict) else None
         return skill if isinstance(skill, str) and skill in SKILLS else FALLBACK_SKILL
 
     def preconditions(self, chars: Any, colors: Any, num_items: int) -> tuple[bool, bool]:
         """``(worshipper_ok, merchant_ok)``; ``(False, False)`` on any failure."""
-        if self.player is None:
-            return False, False
-        ok, out = self._call("skill_precondition", self.player.skill_precondition,
-                             chars, colors, int(num_items), self._color_map)
-        if not ok:
-            return False, False
-        try:
-            worshipper_ok, merchant_ok = out
-            return bool(worshipper_ok), bool(merchant_ok)
-        except Exception as exc:
-            self._error("skill_precondition (result)", exc)
-            return False, False
+        out = self._request([["pre", encode_array(chars), encode_array(colors), int(num_items)]])[0]
+        return (bool(out[0]), bool(out[1])) if out is not None else (False, False)
 
     def should_terminate(self, skill: str, skill_time: int, current_depth: int, previous_depth: int,
                          preconditions: Sequence[bool]) -> bool:
         """Whether the active skill ends now; True on any failure."""
-        if self.player is None:
-            return True
-        ok, out = self._call("skill_termination", self.player.skill_termination, skill, int(skill_time),
-                             int(current_depth), int(previous_depth), [bool(p) for p in preconditions])
-        if not ok:
-            return True
-        try:
-            return bool(out)
-        except Exception as exc:
-            self._error("skill_termination (result)", exc)
-            return True
+        out = self._request([["term", skill, int(skill_time), int(current_depth), int(previous_depth),
+                              [bool(p) for p in preconditions]]])[0]
+        return True if out is None else bool(out)
+
+    def _skill_name(self, out: Any) -> str:
+        if out is None:
+            return FALLBACK_SKILL
+        if not isinstance(out, str) or out not in SKILLS:
+            shown = out["repr"] if isinstance(out, dict) and "repr" in out else repr(out)
+            self._error("perform_task", f"returned {shown}, not one of {', '.join(SKILLS)}")
+            return FALLBACK_SKILL
+        return out
 
     def next_skill(self, current_skill: str, depth: int, branch_number: int, merchant_ok: bool,
                    worshipper_ok: bool) -> str:
         """The next skill name (one of ``common.vocabulary.SKILLS``); ``"discoverer"`` on any failure."""
-        if self.player is None:
-            return FALLBACK_SKILL
-        ok, out = self._call("perform_task", self.player.perform_task, current_skill, int(depth),
-                             int(branch_number), bool(merchant_ok), bool(worshipper_ok))
-        if not ok:
-            return FALLBACK_SKILL
-        if not isinstance(out, str) or out not in SKILLS:
-            self._error("perform_task", f"returned {out!r}, not one of {', '.join(SKILLS)}")
-            return FALLBACK_SKILL
-        return out
+        out = self._request([["next", current_skill, int(depth), int(branch_number), bool(merchant_ok),
+                              bool(worshipper_ok)]])[0]
+        return self._skill_name(out)
+
+    def step_decisions(self, info: Mapping[str, Any], chars: Any, colors: Any, num_items: int, skill: str,
+                       skill_time: int, depth: int, start_depth: int, branch_number: int
+                       ) -> tuple[tuple[bool, bool], bool, str | None]:
+        """A step's calls in one round trip, in the runtime's order: :meth:`update_state`, :meth:`preconditions`,
+        :meth:`should_terminate` and, when the skill ends, :meth:`skill_ended` then :meth:`next_skill`.
+        Returns the preconditions, whether the skill ends, and the next skill (None when it does not end)."""
+        self.update_state(info)
+        learnt = None
+        if skill == "descender" and int(branch_number) != 0 and self._branch_depth == -2 and int(start_depth) != -2:
+            learnt = int(start_depth)  # set only if the skill ends (skill_ended)
+        op = ["decide", [encode_array(chars), encode_array(colors), int(num_items)],
+              [skill, int(skill_time), int(depth), int(start_depth)], learnt, [skill, int(depth), int(branch_number)]]
+        out = self._request([op])[0]
+        if out is None:
+            pre, term, nxt = None, None, None
+        else:
+            pre, term, nxt = out
+        preconds = (bool(pre[0]), bool(pre[1])) if pre is not None else (False, False)
+        ends = True if term is None else bool(term)
+        if not ends:
+            return preconds, False, None
+        if learnt is not None and self._alive:
+            self._branch_depth = learnt
+        return preconds, True, self._skill_name(nxt)
 
     def _learn_branch_depth(self, value: int) -> None:
         # once known, the entrance stays where it was first seen (the release writes it once)
         if self._branch_depth == -2 and value != -2:
             self._branch_depth = value
-            self._call("branch_depth", _set_attr, self.player, "branch_depth", value)
+            self._pending.append(["set", "branch_depth", "branch_depth", value])
 
     def skill_ended(self, skill: str, start_depth: int, dungeon_number: int) -> None:
         """The active skill ended: a descender that ends outside the Dungeons of Doom (dungeon number
         0) went down the Mines staircase, so the entrance is on the depth it started from."""
-        if self.player is not None and skill == "descender" and int(dungeon_number) != 0:
-            self._learn_branch_depth(int(start_depth))
+        if skill == "descender" and int(dungeon_number) != 0:
+            self._flush()
+            if self._alive:
+                self._learn_branch_depth(int(start_depth))
 
     def update_state(self, info: Mapping[str, Any]) -> None:
-        """Passes the env's info dict to the module's state hooks (see the module docstring)."""
-        if self.player is None:
-            return
-        player = self.player
+        """Passes the env's info dict to the module's state hooks (see the module docstring); the calls travel
+        with the next request."""
+        ops = self._pending
         if "branch_depth" in info:
             self._learn_branch_depth(int(info["branch_depth"]))
         if self._hooks["update_gold"] and "gold" in info:
-            self._call("update_gold", player.update_gold, int(info["gold"]))
+            ops.append(["hook", "update_gold", [int(info["gold"])]])
         if "kills" in info:
             kills = int(info["kills"])
-            if self._hooks["defeat_monster"]:
-                for _ in range(max(0, kills - self._kills_seen)):
-                    if not self._call("defeat_monster", player.defeat_monster)[0]:
-                        break
+            if self._hooks["defeat_monster"] and kills > self._kills_seen:
+                ops.append(["defeat", kills - self._kills_seen])
             self._kills_seen = max(self._kills_seen, kills)
         if self._hooks["update_xp_level"] and "xp_level" in info:
-            self._call("update_xp_level", player.update_xp_level, int(info["xp_level"]))
+            ops.append(["hook", "update_xp_level", [int(info["xp_level"])]])
         if self._hooks["update_hunger"] and "hunger" in info:
-            self._call("update_hunger", player.update_hunger, int(info["hunger"]))
-        if info.get("just_eaten") and int(info.get("dungeon_number", -1)) == 2 and hasattr(player, "eaten_food"):
-            self._call("eaten_food", _set_attr, player, "eaten_food", True)
+            ops.append(["hook", "update_hunger", [int(info["hunger"])]])
+        if info.get("just_eaten") and int(info.get("dungeon_number", -1)) == 2:
+            ops.append(["set_if_has", "eaten_food", "eaten_food", True])
         if self._hooks["update_position"] and "depth" in info and "dungeon_number" in info:
-            self._call("update_position", player.update_position, int(info["depth"]), int(info["dungeon_number"]))
-
-
-def _set_attr(obj: Any, name: str, value: Any) -> None:
-    setattr(obj, name, value)
+            ops.append(["hook", "update_position", [int(info["depth"]), int(info["dungeon_number"])]])

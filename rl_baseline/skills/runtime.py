@@ -458,15 +458,24 @@ class SkillRuntime(gym.Wrapper):
 
         if not (terminated or truncated):
             meta = self.meta_policy
-            meta.update_state(info)
             new_items = self._num_new_items(obs)
-            self.preconds = self._preconditions(obs, new_items)
-            if meta.should_terminate(self.skill, self.skill_time, depth, self.skill_start_depth, self.preconds):
-                ended = getattr(meta, "skill_ended", None)
-                if ended is not None:  # what the end of a skill tells (a descent into the Mines)
-                    ended(self.skill, self.skill_start_depth, self._branch(info))
-                nxt = meta.next_skill(self.skill, depth, self._branch(info), self.preconds[1], self.preconds[0])
-                self._start_skill(self._skill_index(nxt), depth, info, new_items)
+            decide = getattr(meta, "step_decisions", None)
+            if decide is not None:  # the generated code's host: the step's calls in one round trip
+                bl = obs["blstats"]
+                chars, colors = initiation_window(obs["chars"], obs["colors"], int(bl[B.BL_X]), int(bl[B.BL_Y]))
+                self.preconds, ends, nxt = decide(info, chars, colors, new_items, self.skill, self.skill_time, depth,
+                                                  self.skill_start_depth, self._branch(info))
+                if ends:
+                    self._start_skill(self._skill_index(nxt), depth, info, new_items)
+            else:
+                meta.update_state(info)
+                self.preconds = self._preconditions(obs, new_items)
+                if meta.should_terminate(self.skill, self.skill_time, depth, self.skill_start_depth, self.preconds):
+                    ended = getattr(meta, "skill_ended", None)
+                    if ended is not None:  # what the end of a skill tells (a descent into the Mines)
+                        ended(self.skill, self.skill_start_depth, self._branch(info))
+                    nxt = meta.next_skill(self.skill, depth, self._branch(info), self.preconds[1], self.preconds[0])
+                    self._start_skill(self._skill_index(nxt), depth, info, new_items)
             # the observation the next action is chosen on: its message, its depth change since the start
             # of the skill that was running when it came (the release computes it before a switch resets
             # it), and the skill it carries (after a switch, the new one)

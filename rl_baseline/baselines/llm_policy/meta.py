@@ -29,7 +29,7 @@ from rl_baseline.baselines.llm_policy.client import EpisodeLLMStats, LLMClient, 
 from rl_baseline.baselines.llm_policy.parse import parse_skill
 from rl_baseline.baselines.llm_policy.prompts import skill_conversation
 from rl_baseline.baselines.llm_policy.render import DUNGEON_NAMES, HUNGER_NAMES
-from rl_baseline.skills.meta_policy import load
+from rl_baseline.skills.meta_policy import MetaPolicyConfig, load
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,8 @@ class LLMMetaPolicy:
         return out
 
 
-def make_llm_meta_policy(task: str, seed: int, root: Optional[str], settings: LLMSettings) -> LLMMetaPolicy:
+def make_llm_meta_policy(task: str, seed: int, root: Optional[str], settings: LLMSettings,
+                         config: Optional[MetaPolicyConfig] = None) -> LLMMetaPolicy:
     """The factory the skill environment calls: the task's guarded module for its skill functions,
     the process-wide client for the model (:func:`rl_baseline.baselines.llm_policy.client.shared_client`)."""
-    return LLMMetaPolicy(load(task, seed, root), shared_client(settings), task)
+    return LLMMetaPolicy(load(task, seed, root, config), shared_client(settings), task)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from code_generation.loader import module_path
-from common.flag_checks import TRAINING_SIZES, FlagError, at_least, check_training_sizes
+from common.flag_checks import TRAINING_SIZES, FlagError, at_least, check_training_sizes, positive_finite, worker_count
 from common.llm import BackendError
 from common.nethack import game_clock
 from common.precision import PrecisionError, resolve_precision
@@ -19,6 +19,7 @@ from rl_baseline.baselines.llm_policy.client import check_backend
 from rl_baseline.flag_types import MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
 from rl_baseline.sf.cfg.env_config import meta_llm_settings, meta_policy_task, uses_meta_policy
 from rl_baseline.sf.cfg.flags import NO_TASK, ONLINE_REWARD_TYPES, ROOT_ENVS
+from rl_baseline.skills.meta_policy import MetaPolicyConfig
 from rl_baseline.skills.meta_policy import load as load_meta_policy
 
 logger = logging.getLogger(__name__)
@@ -176,6 +177,8 @@ def check_flags(cfg: argparse.Namespace) -> None:
         # training only: an evaluation reads a saved run whose budget is spent
         check_training_sizes(cfg, None if not cfg.evaluation else
                              [n for n, _ in TRAINING_SIZES if n != "train_for_env_steps"])
+        if not cfg.evaluation:
+            positive_finite("learning_rate", getattr(cfg, "learning_rate", 1e-4), "the learner's step size")
     except FlagError as exc:
         raise ConfigError(str(exc)) from exc
     check_meta_policy_flags(cfg)  # again: the saved experiment may have changed --env
@@ -212,14 +215,20 @@ def check_machine(cfg: Any) -> None:
     if cfg.evaluation:
         return
     try:
+        worker_count("num_workers", cfg.num_workers, "rollout worker processes")
+    except FlagError as exc:
+        raise ConfigError(str(exc)) from exc
+    try:
         resolve_precision(getattr(cfg, "precision", "fp32") or "fp32", cfg.device)
     except PrecisionError as exc:
         raise ConfigError(str(exc)) from exc
 
 
-def reward_thresholds(reward_dirs: Sequence[str], quantiles: Sequence[float]) -> tuple[list[Any], list[float]]:
+def reward_thresholds(reward_dirs: Sequence[str], quantiles: Sequence[float],
+                      skills: Optional[Sequence[str]] = None) -> tuple[list[Any], list[float]]:
     """The reward models of ``reward_dirs`` and each one's threshold at its quantile (one quantile per
-    directory); :class:`ConfigError` naming the directory or the quantile that is not there."""
+    directory); :class:`ConfigError` naming the directory or the quantile that is not there. With ``skills`` (the
+    slots' skills, in order), a model whose checkpoint records another skill is refused, naming the slot."""
     from rl_baseline.skills.intrinsic_reward import RewardConfigError, load_reward_models  # lazy: loads torch models
 
     if len(quantiles) != len(reward_dirs):
@@ -232,6 +241,13 @@ def reward_thresholds(reward_dirs: Sequence[str], quantiles: Sequence[float]) ->
         models = load_reward_models(list(reward_dirs))
     except RewardConfigError as exc:
         raise ConfigError(str(exc)) from exc
+    for slot, (d, model, want) in enumerate(zip(reward_dirs, models, skills or ())):
+        recorded = str(getattr(model, "skill", "") or "")
+        if recorded and recorded != want:
+            order = ", ".join(skills or ())
+            raise ConfigError(f"--reward_dir slot {slot + 1} is the {want}'s, but {d} holds the {recorded}'s reward "
+                              f"model (its checkpoint records it); give one directory per skill in skill order: "
+                              f"{order}")
     thresholds: list[float] = []
     for d, model, q in zip(reward_dirs, models, quantiles):
         try:
@@ -271,7 +287,8 @@ def check_files(cfg: Any) -> list[float]:
             raise ConfigError(f"--eps_threshold_quantile lists {len(cfg.threshold_quantiles)} values but "
                               f"--num_skills is {cfg.num_skills}")
     if cfg.reward_dirs:
-        models, thresholds = reward_thresholds(cfg.reward_dirs, cfg.threshold_quantiles)
+        models, thresholds = reward_thresholds(cfg.reward_dirs, cfg.threshold_quantiles,
+                                               SKILLS[:int(cfg.num_skills)] if cfg.env == SKILL_ENV else None)
         if getattr(cfg, "reward_encoder", None) is not None:
             from rlaif.reward_arch import arch_of_reward_encoder  # lazy: imports torch
 
@@ -287,7 +304,8 @@ def check_files(cfg: Any) -> list[float]:
 
         task = meta_policy_task(cfg)
         try:
-            policy = load_meta_policy(task, cfg.code_seed, root=cfg.meta_policy_root)
+            policy = load_meta_policy(task, cfg.code_seed, root=cfg.meta_policy_root, config=MetaPolicyConfig(
+                trust_generated_code=bool(getattr(cfg, "trust_generated_code", False))))
             # a start as an episode's: a module that cannot even start (a file cut short that still
             # parses, say) is refused here rather than replaced by the fallback skill all run long
             policy.next_skill(policy.initial_skill, 1, 0, False, False)

@@ -67,6 +67,8 @@ class SkillEnvConfig:
     task: Optional[str] = "exploration"
     code_seed: int = 42
     meta_policy_root: Optional[str] = None
+    # --trust_generated_code: the policy over skills in-process, unconfined (off: its isolated child)
+    trust_generated_code: bool = False
     # training only: the training policy's discoverer budget in game turns (None: the policy's own)
     discoverer_turns: Optional[int] = None
     reward_dirs: tuple[str, ...] = ()
@@ -124,6 +126,7 @@ class SkillEnvConfig:
             task=meta_policy_task(cfg) if uses_meta_policy(cfg) else None,
             code_seed=int(cfg.code_seed),
             meta_policy_root=cfg.meta_policy_root,
+            trust_generated_code=bool(getattr(cfg, "trust_generated_code", False)),
             discoverer_turns=(None if cfg.evaluation or getattr(cfg, "discoverer_turns", None) is None
                               else int(cfg.discoverer_turns)),
             reward_dirs=tuple(cfg.reward_dirs),
@@ -182,6 +185,37 @@ def meta_llm_settings(cfg: Any) -> Any:
         max_tokens=int(cfg.meta_llm_max_tokens), num_gpus=int(cfg.meta_llm_num_gpus),
         cache_dir=None if str(cache).lower() == "none" else cache, record=cfg.meta_llm_record,
     )
+
+
+def eval_result_path(cfg: Any) -> str:
+    """The JSON an evaluation writes: ``{root_env}.json`` (a Motif run), ``skill_{skill}.json`` (a forced skill) or
+    ``{task}_seed{code_seed}.json`` in :func:`eval_dir_of`."""
+    skill = forced_skill(cfg)
+    if evaluates_root_env(cfg):
+        name = f"{cfg.root_env}.json"
+    elif skill is not None:
+        name = f"skill_{skill}.json"
+    else:
+        name = f"{cfg.eval_target}_seed{cfg.code_seed}.json"
+    return os.path.join(eval_dir_of(cfg), name)
+
+
+#: the flags that do not change what an evaluation measures (where it writes, whether it may replace, a GIF)
+_NOT_SETTINGS = {"eval_dir", "eval_replace"}
+
+
+def evaluation_settings(cfg: Any) -> dict[str, Any]:
+    """What decides an evaluation's result besides the checkpoint: its ``--eval_*`` flags, the games' seed, the
+    step limit, the policy over skills and the game clock. Saved in the result as ``settings``; a result made with
+    other settings is not replaced without ``--eval_replace True``."""
+    keys = sorted(k for k in vars(cfg) if (k.startswith("eval_") or k.startswith("meta_llm")) and k not in _NOT_SETTINGS)
+    keys += ["seed", "max_episode_steps", "code_seed", "meta_policy_root", "game_clock", "travel_actions",
+             "skill_policy_list"]
+    out: dict[str, Any] = {}
+    for key in keys:
+        value = getattr(cfg, key, None)
+        out[key] = value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+    return out
 
 
 def eval_dir_of(cfg: Any) -> str:

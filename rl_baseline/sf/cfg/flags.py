@@ -93,6 +93,7 @@ EVAL_POLICIES = ("trained", "untrained", "random")
 #: evaluation flags that come from the evaluating command, not from the saved training one (but SAVED_EVAL_PROTOCOL)
 EVAL_FLAGS = ("eval_protocol", "eval_env_steps", "eval_stats_avg", "eval_episodes", "eval_num_envs",
               "eval_deterministic_actions", "eval_policy", "game_clock", "save_video", "eval_skill", "eval_start_depth", "eval_dir",
+              "eval_replace", "trust_generated_code",
               "meta_policy", "meta_llm_backend", "meta_llm_model", "meta_llm_base_url", "meta_llm_replay",
               "meta_llm_record", "meta_llm_cache_dir", "meta_llm_temperature", "meta_llm_max_tokens",
               "meta_llm_num_gpus", "meta_llm_server_gpus", "meta_llm_method")
@@ -152,6 +153,11 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                         f"-- NLE's default, as in Motif -- for {MOTIF_ENV})")
     g.add_argument("--code_seed", type=int, default=42,
                    help="meta-policy variant: rl_baseline/meta_policies/{task}/seed{code_seed}; -1 means none")
+    g.add_argument("--trust_generated_code", type=str2bool, default=False,
+                   help="run the policy over skills (code a language model wrote) inside the rollout workers, "
+                        "unconfined, at your own risk; off (default): in a bubblewrap sandbox per worker with no "
+                        "network, no files of yours, an empty environment, 1 GiB and a wall-clock bound per call "
+                        "(docs/reliability.md)")
     g.add_argument("--discoverer_turns", type=int, default=None,
                    help="training only: the training policy's discoverer budget in game turns, set after its "
                         "set_initial_values (default: the policy's own, 500 in the release's). A named deviation "
@@ -253,6 +259,9 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--reward_model_batch_size", type=int, default=256, help="online reward network: batch size")
     g.add_argument("--eval_dir", type=str, default=None,
                    help="folder for the evaluation's results (default {train_dir}/{experiment}/eval)")
+    g.add_argument("--eval_replace", type=str2bool, default=False,
+                   help="replace an earlier result made with other settings (its settings are named when refused); "
+                        "a result made with the same settings is replaced without it, and the run says so")
     add_llm_meta_policy_args(p)
     add_baseline_args(p)
     # model

@@ -1,0 +1,296 @@
+"""Hosts a policy-over-skills module and runs the calls the skill runtime makes into it.
+
+Standard library only (numpy is imported lazily, for the 7x7 windows): this file is also the program that
+runs inside the isolated child (:mod:`code_generation.isolation` binds it read-only into a bubblewrap sandbox
+and runs it with ``python -I -S -B``), where nothing else of the project is visible. The same
+:class:`PlayerHost` runs in-process under ``--trust_generated_code``, so both paths decide alike.
+
+The runtime's calls arrive as lists of *ops* for one player (one environment's ``NetHackPlayer``), so that a
+step costs one round trip to the child; every call is guarded as the runtime always guarded it: an exception
+becomes an error record and the runtime's fallback (``(False, False)``, True, ``"discoverer"``).
+
+======================================================  =========================================================
+op                                                      what it does, its result
+======================================================  =========================================================
+``["new", discoverer_turns]``                           ``NetHackPlayer(-1, -2)``, ``set_initial_values()``, the
+                                                        discoverer's budget when not None; ``{"alive": true}``
+``["drop"]``                                            forgets the player
+``["set", label, name, value]``                         ``setattr(player, name, value)``
+``["set_if_has", label, name, value]``                  the same where the player has that attribute
+``["hook", name, args]``                                ``player.name(*args)``
+``["defeat", n]``                                       ``defeat_monster()`` n times, stopping at a failure
+``["pre", chars, colors, num_items]``                   ``skill_precondition``: ``[worshipper_ok, merchant_ok]``
+``["term", skill, time, depth, previous, preconds]``    ``skill_termination``: a bool (None on failure)
+``["next", skill, depth, branch, merchant, worshipper]``  ``perform_task``: the name it returned
+``["decide", pre, term, branch_depth, next]``           the three above in the runtime's order: the preconditions
+                                                        feed the termination, ``perform_task`` runs only when the
+                                                        skill ends, after ``branch_depth`` is set (when not None)
+``["get", name]``                                       an attribute's value, where JSON can carry it
+``["peek", name]``                                      the same, a missing one not counted as an error
+======================================================  =========================================================
+
+A window (``chars``, ``colors``) travels as ``[dtype, shape, hex bytes]``. Results are JSON values only:
+the parent never unpickles what the child sends.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Callable
+
+PLAYER_CLASS = "NetHackPlayer"
+HOOKS = ("update_gold", "defeat_monster", "update_xp_level", "update_hunger", "update_position")
+MAX_TEXT = 300  # longest repr carried back in an error or a bad result
+
+
+def encode_array(array: Any) -> list:
+    """A window as JSON: dtype, shape and its bytes in hex (C order)."""
+    import numpy as np  # lazy: the child imports numpy after its start-up (see serve)
+
+    a = np.ascontiguousarray(array)
+    return [a.dtype.str, list(a.shape), a.tobytes().hex()]
+
+
+def decode_array(spec: Any) -> Any:
+    import numpy as np  # lazy: the child imports numpy after its start-up (see serve)
+
+    dtype, shape, data = spec
+    # a bytearray keeps the array writable, as the runtime's own window is
+    return np.frombuffer(bytearray.fromhex(data), dtype=np.dtype(dtype)).reshape(shape)
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:  # generated code's __repr__ may raise anything
+        text = f"<unprintable {type(value).__name__}: {type(exc).__name__}>"
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "..."
+
+
+def _error_text(exc: BaseException) -> str:
+    return "timed out" if type(exc).__name__ == "CallTimeout" else _short(exc)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if hasattr(value, "item") and getattr(value, "shape", None) == ():  # a numpy scalar
+        return _jsonable(value.item())
+    return {"repr": _short(value)}
+
+
+class PlayerHost:
+    """The module's ``NetHackPlayer`` instances, keyed by handle, and the guarded calls into them.
+
+    ``guard(fn, *args)`` runs one call (in-process: under the CPU-time bound of
+    :mod:`code_generation.time_bound`; in the child: directly, the parent's wall clock bounds the child);
+    ``catch`` is what a call may raise and still count as the module's failure.
+    """
+
+    def __init__(self, player_class: type, guard: Callable[..., Any] | None = None,
+                 catch: tuple[type[BaseException], ...] = (Exception,)) -> None:
+        self.player_class = player_class
+        self.guard = guard or (lambda fn, *args: fn(*args))
+        self.catch = catch
+        self.players: dict[int, Any] = {}
+        self.errors: list[list[str]] = []
+        self.hooks = {name: callable(getattr(player_class, name, None)) for name in HOOKS}
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        try:
+            return True, self.guard(fn, *args)
+        except self.catch as exc:  # generated code may raise anything
+            self.errors.append([what, _error_text(exc)])
+            return False, None
+
+    def _result(self, what: str, convert: Callable[[Any], Any], out: Any) -> tuple[bool, Any]:
+        # converting the result runs the module's code too (its __bool__, its __iter__)
+        try:
+            return True, self.guard(convert, out)
+        except self.catch as exc:
+            self.errors.append([f"{what} (result)", _error_text(exc)])
+            return False, None
+
+    # -- the decisions ---------------------------------------------------------------------------------------
+    def _pre(self, player: Any, chars: Any, colors: Any, num_items: int, color_map: dict) -> list[bool] | None:
+        ok, out = self._call("skill_precondition", player.skill_precondition, decode_array(chars),
+                             decode_array(colors), int(num_items), dict(color_map))
+        if not ok:
+            return None
+
+        def pair(value: Any) -> list[bool]:
+            worshipper_ok, merchant_ok = value
+            return [bool(worshipper_ok), bool(merchant_ok)]
+
+        ok, out = self._result("skill_precondition", pair, out)
+        return out if ok else None
+
+    def _term(self, player: Any, skill: str, skill_time: int, depth: int, previous: int,
+              preconds: list) -> bool | None:
+        ok, out = self._call("skill_termination", player.skill_termination, skill, int(skill_time), int(depth),
+                             int(previous), [bool(p) for p in preconds])
+        if not ok:
+            return None
+        ok, out = self._result("skill_termination", bool, out)
+        return out if ok else None
+
+    def _next(self, player: Any, skill: str, depth: int, branch: int, merchant: bool, worshipper: bool) -> Any:
+        ok, out = self._call("perform_task", player.perform_task, skill, int(depth), int(branch), bool(merchant),
+                             bool(worshipper))
+        if not ok:
+            return None
+        return out if isinstance(out, str) else {"repr": _short(out)}
+
+    def _new(self, handle: int, discoverer_turns: int | None) -> Any:
+        ok, player = self._call("NetHackPlayer()", self.player_class, -1, -2)
+        if not ok:
+            self.players.pop(handle, None)
+            return None
+        self.players[handle] = player
+        self._call("set_initial_values", player.set_initial_values)
+        if discoverer_turns is not None:
+            self._call("discoverer_skill_steps", setattr, player, "discoverer_skill_steps", int(discoverer_turns))
+        return {"alive": True}
+
+    def run(self, handle: int, ops: list, color_map: dict) -> list:
+        """Runs ``ops`` on the player ``handle``; one result per op (errors go to :attr:`errors`)."""
+        results: list = []
+        for op in ops:
+            kind = op[0]
+            player = self.players.get(handle)
+            if kind == "new":
+                results.append(self._new(handle, op[1]))
+                continue
+            if kind == "drop":
+                self.players.pop(handle, None)
+                results.append(None)
+                continue
+            if player is None:  # no player (its constructor failed): every decision takes the fallback
+                results.append(None)
+                continue
+            if kind in ("set", "set_if_has"):
+                _, label, name, value = op
+                if kind == "set_if_has":
+                    ok, has = self._call(label, hasattr, player, name)
+                    if not (ok and has):
+                        results.append(None)
+                        continue
+                self._call(label, setattr, player, name, value)
+                results.append(None)
+            elif kind == "hook":
+                name, args = op[1], op[2]
+                self._call(name, lambda: getattr(player, name)(*args))
+                results.append(None)
+            elif kind == "defeat":
+                for _ in range(int(op[1])):
+                    if not self._call("defeat_monster", player.defeat_monster)[0]:
+                        break
+                results.append(None)
+            elif kind == "pre":
+                results.append(self._pre(player, op[1], op[2], op[3], color_map))
+            elif kind == "term":
+                results.append(self._term(player, *op[1:]))
+            elif kind == "next":
+                results.append(self._next(player, *op[1:]))
+            elif kind == "decide":
+                _, pre_args, term_args, branch_depth, next_args = op
+                pre = self._pre(player, *pre_args, color_map)
+                preconds = pre if pre is not None else [False, False]
+                term = self._term(player, *term_args, preconds)
+                nxt = None
+                if term is None or term:  # a failed termination ends the skill (the runtime's fallback)
+                    if branch_depth is not None:
+                        self._call("branch_depth", setattr, player, "branch_depth", int(branch_depth))
+                    skill, depth, branch = next_args
+                    nxt = self._next(player, skill, depth, branch, preconds[1], preconds[0])
+                results.append([pre, term, nxt])
+            elif kind == "get":
+                ok, value = self._call(op[1], getattr, player, op[1])
+                results.append({"value": _jsonable(value)} if ok else None)
+            elif kind == "peek":  # a look from outside (tests, tools): a missing attribute is no module error
+                try:
+                    results.append({"value": _jsonable(self.guard(getattr, player, op[1]))})
+                except self.catch:
+                    results.append({"missing": True})
+            else:
+                raise ValueError(f"unknown op {kind!r}")
+        return results
+
+
+# -- the child's program -----------------------------------------------------------------------------------------
+def load_player_class(source: str, filename: str) -> type:
+    """Compiles exactly ``source`` (the text the parent checked) into a fresh module; never a .pyc."""
+    namespace: dict[str, Any] = {"__name__": "generated_policy", "__file__": filename, "__builtins__": __builtins__}
+    exec(compile(source, filename, "exec", dont_inherit=True), namespace)
+    cls = namespace.get(PLAYER_CLASS)
+    if not isinstance(cls, type):
+        raise TypeError(f"defines no class {PLAYER_CLASS}")
+    return cls
+
+
+def serve() -> None:
+    """The isolated child: one JSON request per line on fd 0, one JSON reply per line on fd 1."""
+    requests = os.fdopen(os.dup(0), "rb", buffering=0)
+    replies = os.fdopen(os.dup(1), "wb", buffering=0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the module's own reads and prints reach nothing
+        os.dup2(devnull, fd)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pkgs"))
+    import numpy  # noqa: F401  # lazy: found on the path set just above; before the module, whose budget it is not
+
+    os.environ.clear()  # the thread settings numpy read at import are the only variables the child had
+    reader = _LineReader(requests)
+
+    def reply(message: Any) -> None:
+        replies.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    reply({"ready": True})
+    host: PlayerHost | None = None
+    color_map: dict = {}
+    while True:
+        line = reader.readline()
+        if not line:
+            return  # the parent closed the pipe: its process ended
+        request = json.loads(line)
+        if request["op"] == "load":
+            try:
+                host = PlayerHost(load_player_class(request["source"], request["filename"]))
+                color_map = request["color_map"]
+                reply({"ok": True, "hooks": host.hooks})
+            except BaseException as exc:  # noqa: BLE001 - whatever the module's import raised is its failure
+                reply({"ok": False, "error": _short(exc)})
+            continue
+        assert host is not None, "load first"
+        host.errors = []
+        try:
+            results = host.run(request["h"], request["ops"], color_map)
+        except BaseException as exc:  # noqa: BLE001 - e.g. a result too deep to convert
+            reply({"r": None, "e": [["host", _short(exc)]]})
+            continue
+        reply({"r": results, "e": host.errors})
+
+
+class _LineReader:
+    """Lines from a raw pipe (the module cannot reach it: fd 0 is /dev/null by then)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    def readline(self) -> bytes:
+        while b"\n" not in self.buffer:
+            chunk = self.stream.read(1 << 16)
+            if not chunk:
+                return b""
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+
+if __name__ == "__main__":
+    serve()
