@@ -215,10 +215,12 @@ def build_module(task: str, seed: int, gen_dir: str | Path = "code_generation",
     try:
         tree = ast.parse(policy)
     except SyntaxError as exc:
-        raise CombineError(f"{source}: syntax error at line {exc.lineno}: {exc.msg}") from exc
+        # the generated file is the command's input: cut short by a copy, or edited by hand (exit 2, not 1)
+        raise CombineInputError(f"{source}: syntax error at line {exc.lineno}: {exc.msg} (a file cut short, or "
+                                "edited by hand?); run scripts.generate_code again or restore it") from exc
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == PLAYER_CLASS]
     if not classes:
-        raise CombineError(f"{source}: no class {PLAYER_CLASS}")
+        raise CombineInputError(f"{source}: no class {PLAYER_CLASS}; run scripts.generate_code again or restore it")
     if reference:
         # the joined methods live once, in the parts: a copy here would be silently overridden
         copies = [n.name for c in classes for n in c.body

@@ -274,14 +274,8 @@ class InProcessPlayerHost:
     def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
         if not self._bounded:
             return fn(*args)
-        watch = time_bound.WATCHDOG
-        watch.deadline = watch.now() + self.call_timeout_s
-        watch.in_call = True
-        try:
+        with time_bound.deadline(self.call_timeout_s):
             return fn(*args)
-        finally:
-            watch.in_call = False
-            watch.deadline = 0.0
 
     def request(self, handle: int, ops: list) -> Reply:
         self._bounded = time_bound.ready(self.call_timeout_s)

@@ -17,7 +17,8 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Callable, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
 #: the runtime's budget per call (``MetaPolicyConfig.call_timeout_s``)
 DEFAULT_CALL_TIMEOUT_S = 0.1
@@ -109,14 +110,22 @@ def ready(budget_s: float) -> bool:
     return True
 
 
+@contextmanager
+def deadline(budget_s: float) -> Iterator[None]:
+    """The block is one call under the watchdog (:func:`ready` must have said True): :class:`CallTimeout` is
+    raised in it after ``budget_s`` of the main thread's CPU time."""
+    WATCHDOG.deadline = WATCHDOG.now() + budget_s
+    WATCHDOG.in_call = True
+    try:
+        yield
+    finally:
+        WATCHDOG.in_call = False
+        WATCHDOG.deadline = 0.0
+
+
 def call_bounded(fn: Callable[..., Any], *args: Any, budget_s: float = DEFAULT_CALL_TIMEOUT_S) -> Any:
     """``fn(*args)``, stopped with :class:`CallTimeout` after ``budget_s`` (unbounded where :func:`ready` is False)."""
     if not ready(budget_s):
         return fn(*args)
-    WATCHDOG.deadline = WATCHDOG.now() + budget_s
-    WATCHDOG.in_call = True
-    try:
+    with deadline(budget_s):
         return fn(*args)
-    finally:
-        WATCHDOG.in_call = False
-        WATCHDOG.deadline = 0.0

@@ -55,3 +55,21 @@ def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The same one-line refusals for a parser built by other code (``parser`` itself, returned)."""
     parser.error = lambda message: _refuse(parser, message)  # type: ignore[method-assign]
     return parser
+
+
+def tcp_port(text: str) -> int:
+    """An argparse type: a TCP port, 1 to 65535 (port 70000 reached the socket's bind and a traceback)."""
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 1 to 65535, got {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    import math  # lazy: only for this parser type
+
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text}")
+    return value

@@ -50,9 +50,14 @@ if __package__ in (None, ""):  # run as a file (python scripts/main.py, ONI's sp
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # the project's imports come after the path above (which a run as a file needs to find them)
+from common.interrupts import hold_signals  # noqa: E402
+
+if __name__ == "__main__":  # a command: signals wait while it loads, checks and starts (common.interrupts)
+    hold_signals()
+
 from common.cli import FAILED, USAGE, MissingPackageError, error
 from common.flag_checks import output_folder
-from common.interrupts import interrupted_exit, sigterm_raises
+from common.interrupts import exit_if_signalled, interrupted_exit, release_signals, sigterm_raises
 from common.llm import BackendError
 from common.nethack import game_clock
 from common.run_lock import LockHeldError, RunLock
@@ -132,7 +137,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             output_folder(flag, eval_dir_of(cfg), ConfigError)
         else:
             output_folder("--train_dir", Path(cfg.train_dir) / cfg.experiment, ConfigError)
+        exit_if_signalled("nothing was started or written; the same command starts it")
         if cfg.evaluation:
+            release_signals()  # from here on a signal is a KeyboardInterrupt: the evaluation says what it kept
             pinned = game_clock.parse_game_clock(cfg.game_clock)  # checked by resolve_cfg
             try:
                 if pinned is not None and not game_clock.runs_under(pinned):
@@ -165,6 +172,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             lock.release()
     except (ConfigError, CheckpointError, FileNotFoundError, BackendError) as exc:  # BackendError: --meta_llm_*
         return error(exc, USAGE)
+    except KeyboardInterrupt as exc:  # between the checks and a phase's own handling: nothing written yet
+        return interrupted_exit(exc, "nothing was started or written; the same command starts it")
     except Exception as exc:  # sample-factory's config loader raises bare Exception
         if "Could not load saved parameters" in str(exc):
             return error(exc, USAGE)

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from common.atomic_io import atomic_write_text
-from common.cli import FAILED, USAGE, ScriptParser, error
+from common.cli import FAILED, USAGE, ScriptParser, error, tcp_port
 from common.flag_checks import FlagError, output_file
 from common.local_models import (
     LLAMA_CPP_INSTALL,
@@ -51,13 +51,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _port(text: str) -> int:
-    value = _positive_int(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"must be at most 65535 (a TCP port), got {value}")
-    return value
-
-
 def _host_problem(host: str, port: int) -> str | None:
     """Why ``host`` cannot be served on (a name that does not resolve), or None."""
     try:
@@ -73,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="smollm2-135m",
                    help=f"a named local model ({', '.join(LOCAL_MODELS)}) or a .gguf path (default: %(default)s)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s, this machine only)")
-    p.add_argument("--port", type=_port, default=8000, help="port, 1 to 65535 (default: %(default)s)")
+    p.add_argument("--port", type=tcp_port, default=8000, help="port, 1 to 65535 (default: %(default)s)")
     p.add_argument("--n_ctx", type=_positive_int, default=8192,
                    help="context window in tokens, prompt and reply together (default: %(default)s)")
     p.add_argument("--n_threads", type=_positive_int, default=None,

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from common.cli import ScriptParser
+from common.cli import ScriptParser, positive_seconds, tcp_port
 from rl_baseline.baselines.oni.service import DEFAULT_PORT, ServerError, server_url, wait_for_server
 
 
@@ -33,9 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = ScriptParser(prog="python -m scripts.wait_llm_server", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--addr", default="localhost", help="server host (or a URL)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="server port (default: %(default)s)")
+    p.add_argument("--port", type=tcp_port, default=DEFAULT_PORT, help="server port (default: %(default)s)")
     p.add_argument("--model", required=True, help="the model name the server must list")
-    p.add_argument("--timeout_s", type=float, default=1800.0, help="give up after this long (default: %(default)s)")
+    p.add_argument("--timeout_s", type=positive_seconds, default=1800.0, help="give up after this long (default: %(default)s)")
     p.add_argument("--pid", type=int, default=None, help="the server's process: stop waiting when it dies")
     return p
 

@@ -14,7 +14,7 @@ import pytest
 from tests import game_calendar
 
 # fixtures that run real training in a subprocess; every test using one is slow
-SLOW_FIXTURES = {"trained"}
+SLOW_FIXTURES = {"trained", "ci_run"}
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -353,6 +353,17 @@ def test_wrong_content_and_files_of_another_kind_are_refused_by_name(run_dir, re
     check_refused(reader, run_dir, kind)
 
 
+def test_a_damaged_annotation_chunk_says_to_delete_that_chunk_not_to_label_everything_again(run_dir):
+    """The message suggested --ignore_existing, which asks for every pair of the run again; deleting the damaged
+    chunk (and its metadata) asks for that chunk's pairs only, as the table above says."""
+    chunk = run_dir / "annotated" / "llama3_discoverer_default.chunk0of1.npy"
+    chunk.write_bytes(damage_bytes(chunk.read_bytes(), BYTE_DAMAGE[0]))
+    outcome = _annotate_resume(run_dir)
+    assert outcome.code == 2, outcome.output[-2000:]
+    assert "delete annotated/llama3_discoverer_default.chunk0of1.npy and " in outcome.output, outcome.output[-2000:]
+    assert "pass --ignore_existing to start over" not in outcome.output
+
+
 # ----------------------------------------------------------------------------- documented fallbacks
 
 

@@ -33,6 +33,7 @@ from sample_factory.utils.attr_dict import AttrDict
 from sample_factory.utils.utils import log
 
 from common.atomic_io import atomic_write
+from common.interrupts import signals_deferred
 from common.torch_files import plain_numbers
 from rl_baseline.sf.checkpoints import list_checkpoints, load_newest
 
@@ -160,7 +161,11 @@ class MaestroParallelRunner(ParallelRunner):
         for proc in list(self.processes) + list(getattr(self.sampler, "processes", [])):
             inner = proc._process  # the multiprocessing.Process an EventLoopProcess wraps; not started yet
             inner._target = functools.partial(_exit_when_it_fails, inner._target)
-        super()._on_start()
+        # the workers are spawned here (from a thread pool): they start with SIGINT and SIGTERM ignored, so a
+        # Ctrl-C to the process group meanwhile ends no worker half-way through its start (a traceback, a
+        # semaphore gone); this process gets it after, and sample-factory's loop stops the workers in order
+        with signals_deferred():
+            super()._on_start()
 
 
 class MaestroSerialRunner(SerialRunner):

@@ -40,7 +40,7 @@ from signal_slot.signal_slot import EventLoopObject, Timer
 
 from common.atomic_io import atomic_write_json
 from common.cli import FAILED
-from common.interrupts import received_status, signals_deferred
+from common.interrupts import received_status, release_signals, signals_deferred
 from rl_baseline.baselines.oni.annotator import AnnotatorConfig
 from rl_baseline.baselines.oni.service import AnnotatorProcess, ServerError, server_url, wait_for_server
 from rl_baseline.baselines.oni.store import read_stats
@@ -312,17 +312,19 @@ def train(cfg: Any) -> int:
     wandb_run = start_wandb(cfg)  # before sample-factory's tensorboard writers exist, so they are mirrored
     runner = None
     try:
-        runner = (MaestroSerialRunner if cfg.serial_mode else MaestroParallelRunner)(_without_sf_wandb(cfg))
-        remember_run(cfg, wandb_run)
-        runner.register_observer(StepCheckpointer(cfg.save_every_steps))
-        runner.register_observer(SkillStatsObserver(experiment_dir(cfg=cfg)))
-        if annotator is not None:
-            runner.register_observer(OnlineStatsObserver(cfg.online_store_dir, annotator))
-        watchdog = ProcessWatchdog(grace=WORKER_FAILURE_GRACE_S)  # read here, so a driver script can set it
-        runner.register_observer(watchdog)
-        # the workers start with the signals held back; one that came meanwhile arrives here, after the start,
-        # and the workers already started are stopped below
+        release_signals()  # a signal held since the command started (scripts.main) arrives here, before any worker
+        # every process sample-factory starts (the env-info probe in the runner's constructor, the workers in
+        # init) starts with the signals held back; one that came meanwhile arrives when the block ends, and the
+        # workers already started are stopped below
         with signals_deferred():
+            runner = (MaestroSerialRunner if cfg.serial_mode else MaestroParallelRunner)(_without_sf_wandb(cfg))
+            remember_run(cfg, wandb_run)
+            runner.register_observer(StepCheckpointer(cfg.save_every_steps))
+            runner.register_observer(SkillStatsObserver(experiment_dir(cfg=cfg)))
+            if annotator is not None:
+                runner.register_observer(OnlineStatsObserver(cfg.online_store_dir, annotator))
+            watchdog = ProcessWatchdog(grace=WORKER_FAILURE_GRACE_S)  # read here, so a driver script can set it
+            runner.register_observer(watchdog)
             status = runner.init()
         if status == ExperimentStatus.SUCCESS:
             status = runner.run()

@@ -208,7 +208,8 @@ def evaluation_settings(cfg: Any) -> dict[str, Any]:
     """What decides an evaluation's result besides the checkpoint: its ``--eval_*`` flags, the games' seed, the
     step limit, the policy over skills and the game clock. Saved in the result as ``settings``; a result made with
     other settings is not replaced without ``--eval_replace True``."""
-    keys = sorted(k for k in vars(cfg) if (k.startswith("eval_") or k.startswith("meta_llm")) and k not in _NOT_SETTINGS)
+    names = cfg.keys() if isinstance(cfg, dict) else vars(cfg)  # sample-factory's AttrDict, or a Namespace
+    keys = sorted(k for k in names if (k.startswith("eval_") or k.startswith("meta_llm")) and k not in _NOT_SETTINGS)
     keys += ["seed", "max_episode_steps", "code_seed", "meta_policy_root", "game_clock", "travel_actions",
              "skill_policy_list"]
     out: dict[str, Any] = {}
