@@ -60,8 +60,18 @@ def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def tcp_port(text: str) -> int:
     """An argparse type: a TCP port, 1 to 65535 (port 70000 reached the socket's bind and a traceback)."""
     value = int(text)
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a TCP port, 1 to 65535, got {value}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be at most 65535 (a TCP port), got {value}")
+    return value
+
+
+def listen_port(text: str) -> int:
+    """An argparse type: a port to listen on, 0 (any free port, the system's choice) to 65535."""
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 0 (any free one) to 65535, got {value}")
     return value
 
 

@@ -485,7 +485,7 @@ def run_plan(
             if broken:
                 echo(f"{label}: running again: it finished in an earlier run, but {broken}")
             elif done:
-                echo(f"{label}: skipped (finished in an earlier run; its outputs are there, whole)")
+                echo(f"{label}: skipped (finished in an earlier run), its outputs there and whole")
                 results.append(PhaseResult(phase, "skipped", 0.0))
                 continue
         # the phase runs (again): its old marker no longer says what its outputs are, and a failure leaves none

@@ -374,7 +374,7 @@ PROBES: list[Probe] = [
     Probe("serve_local_llm", ["--port", "0"], "--port 0", says="--port"),
     Probe("serve_local_llm", ["--model", "{missing}"], "a missing model file", says="{missing}"),
     Probe("serve_stand_in_llm", ["--port", "70000"], "--port 70000", says="--port"),
-    Probe("wait_llm_server", ["--port", "0", "--model", "x"], "--port 0", says="--port"),
+    Probe("wait_llm_server", ["--port", "0", "--model", "x"], "--port 0", says="--port: must be at least 1"),
     Probe("wait_llm_server", ["--port", "1", "--model", "x", "--timeout_s", "1"], "no server listening",
           status=1, says=":1/v1", within_s=15),
     Probe("wait_llm_server", ["--port", "9001", "--model", "x", "--timeout_s", "-1"], "--timeout_s -1",

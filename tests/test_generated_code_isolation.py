@@ -435,3 +435,24 @@ def test_the_static_check_is_an_allow_list():
                  "class A:\n    def __eq__(self, other):\n        return True\n",
                  "match 1:\n    case int(real=r):\n        pass\n"):
         assert refused(code), code
+
+
+def test_without_bubblewrap_the_commands_say_what_to_install_and_exit_2(tmp_path, monkeypatch, capsys):
+    """A machine without bwrap (or without user namespaces): one line naming what to install or enable, exit 2;
+    --trust_generated_code keeps the in-process path."""
+    from code_generation import isolation
+    from scripts import combine as combine_cli
+
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
+    monkeypatch.setattr(isolation, "_PROBE", None)
+    monkeypatch.setattr(isolation, "_HOSTS", isolation.weakref.WeakValueDictionary())
+    _write(tmp_path, 9, DECIDE_OK)
+    with pytest.raises(isolation.IsolationUnavailable, match="apt-get install bubblewrap"):
+        meta_policy.load("gnomish", 9, root=tmp_path)
+    trusted = meta_policy.load("gnomish", 9, root=tmp_path,
+                               config=meta_policy.MetaPolicyConfig(trust_generated_code=True))
+    assert trusted.next_skill("discoverer", 1, 0, False, False) == "descender" and not trusted.host.isolated
+    status = combine_cli.main(["--task", "gnomish", "--seed", "42", "--reference", "--out_root",
+                               str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "bubblewrap (bwrap) is not installed" in err[0], err

@@ -729,7 +729,7 @@ def test_skill_one_hot_reaches_the_network(trained):
 def test_evaluation_writes_results(trained, task):
     tmp, base, _, proc = trained
     assert proc.returncode == 0
-    ev = run_main(base + ["--evaluation", "True", "--eval_target", task, "--eval_protocol", "project",
+    ev = run_main(base + ["--evaluation", "True", "--eval_replace", "True", "--eval_target", task, "--eval_protocol", "project",
                           "--eval_episodes", "2",
                           "--eval_num_envs", "2"] + (["--save_video", "True"] if task == "gnomish" else []), tmp)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
@@ -754,7 +754,7 @@ def test_release_protocol_evaluation_runs_a_step_budget(trained):
     --eval_stats_avg finished episodes averaged, both rule sets in the JSON."""
     tmp, base, _, proc = trained
     assert proc.returncode == 0
-    ev = run_main(base + ["--evaluation", "True", "--eval_target", "buc", "--eval_env_steps", "400",
+    ev = run_main(base + ["--evaluation", "True", "--eval_replace", "True", "--eval_target", "buc", "--eval_env_steps", "400",
                           "--eval_num_envs", "2", "--eval_stats_avg", "3", "--game_clock", "2026-11-26 12:00:00"], tmp)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
     result = json.loads((tmp / "skill_policy" / "e2e" / "eval" / "buc_seed42.json").read_text())
@@ -787,7 +787,7 @@ def test_evaluations_on_other_games_merge_into_one(trained, capsys):
     assert proc.returncode == 0
     parts = []
     for seed in (5, 6):
-        ev = run_main(base + ["--evaluation", "True", "--eval_target", "gnomish", "--eval_env_steps", "300",
+        ev = run_main(base + ["--evaluation", "True", "--eval_replace", "True", "--eval_target", "gnomish", "--eval_env_steps", "300",
                               "--eval_num_envs", "2", "--seed", str(seed), "--eval_dir", f"parts/s{seed}"], tmp)
         assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
         parts.append(tmp / "parts" / f"s{seed}" / "gnomish_seed42.json")
@@ -825,7 +825,7 @@ def test_reference_policies_evaluate_beside_the_trained_one(trained):
     tmp, base, _, proc = trained
     assert proc.returncode == 0
     exp = tmp / "skill_policy" / "e2e"
-    args = base + ["--evaluation", "True", "--eval_target", "buc", "--eval_env_steps", "300", "--eval_num_envs", "2"]
+    args = base + ["--evaluation", "True", "--eval_replace", "True", "--eval_target", "buc", "--eval_env_steps", "300", "--eval_num_envs", "2"]
     ev = run_main(args, tmp)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
     trained_json = (exp / "eval" / "buc_seed42.json").read_text()
@@ -904,7 +904,7 @@ def test_extrinsic_only_baseline_trains_and_is_evaluated_on_a_task(tmp_path):
     assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
     saved = json.loads((tmp_path / "runs" / "extrinsic_only" / "config.json").read_text())
     assert saved["env"] == "nle_fixed_eat_action" and saved["num_skills"] == 1
-    ev = run_main(common + ["--evaluation", "True", "--eval_target", "gnomish", "--eval_protocol", "project",
+    ev = run_main(common + ["--evaluation", "True", "--eval_replace", "True", "--eval_target", "gnomish", "--eval_protocol", "project",
                             "--eval_episodes", "2", "--eval_num_envs", "2"], tmp_path)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
     result = json.loads((tmp_path / "runs" / "extrinsic_only" / "eval" / "gnomish_seed42.json").read_text())
@@ -937,7 +937,7 @@ def test_run_past_the_best_model_save_writes_checkpoints_the_default_loader_read
 def test_evaluation_on_the_best_checkpoint(trained):
     tmp, base, _, proc = trained
     assert proc.returncode == 0
-    ev = run_main(base + ["--evaluation", "True", "--eval_target", "gnomish", "--eval_protocol", "project",
+    ev = run_main(base + ["--evaluation", "True", "--eval_replace", "True", "--eval_target", "gnomish", "--eval_protocol", "project",
                           "--eval_episodes", "1", "--eval_num_envs", "1", "--load_checkpoint_kind", "best"], tmp)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
     result = json.loads((tmp / "skill_policy" / "e2e" / "eval" / "gnomish_seed42.json").read_text())
@@ -1135,7 +1135,7 @@ def test_bad_learner_flags_exit_with_the_flag_named(tmp_path, argv, flag):
 def test_forced_skill_evaluation_reports_the_skills_measures(trained):
     tmp, _, _, first = trained
     assert first.returncode == 0
-    args = ["--train_dir", str(tmp / "skill_policy"), "--experiment", "e2e", "--evaluation", "True",
+    args = ["--train_dir", str(tmp / "skill_policy"), "--experiment", "e2e", "--evaluation", "True", "--eval_replace", "True",
             "--eval_skill", "descender", "--eval_episodes", "3", "--eval_num_envs", "2", "--max_episode_steps", "60"]
     proc = run_main(args, tmp, timeout=120)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -32,7 +32,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from common.cli import tcp_port
+from common.cli import listen_port
 from rl_baseline.baselines.llm_policy.stand_in import answer as policy_answer
 
 WORDS = ("gold", "kill", "experience", "descend", "down")
@@ -129,7 +129,7 @@ def serve(port: int, model: str, mode: str, delay: float = 0.0, log: str | None 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--port", type=tcp_port, default=9001, help="port on 127.0.0.1 (default: %(default)s)")
+    p.add_argument("--port", type=listen_port, default=9001, help="port on 127.0.0.1 (default: %(default)s)")
     p.add_argument("--model", default="stand-in", help="the model name /v1/models lists (default: %(default)s)")
     p.add_argument("--mode", default="normal", choices=("normal", "garbage"),
                    help="normal: rule-based answers; garbage: answers without a label (default: %(default)s)")
