@@ -181,6 +181,14 @@ def _alive(pids: list[int]) -> list[int]:
     return out
 
 
+def _still_alive_after(pids: list[int], seconds: float) -> list[int]:
+    """Those of ``pids`` still running ``seconds`` from now (or as soon as none is)."""
+    deadline = time.monotonic() + seconds
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _alive(pids)
+
+
 def _wait_for_log(tmp_path: Path, proc: subprocess.Popen, phrase: str, timeout: float = 120.0) -> None:
     log = tmp_path / "x" / "sf_log.txt"
     deadline = time.monotonic() + timeout
@@ -229,10 +237,7 @@ def test_ctrl_c_at_any_moment_of_the_start_exits_130_in_one_line(tmp_path, delay
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "FileNotFoundError" not in err, err[-3000:]
     assert "interrupted by SIGINT" in err or "(interrupted by SIGINT)" in err, err[-2000:]
-    deadline = time.monotonic() + 10
-    while _alive(tree) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _alive(tree)
+    assert not _still_alive_after(tree, 10.0)
 
 
 @pytest.mark.slow
@@ -248,7 +253,5 @@ def test_a_trainer_killed_with_sigkill_takes_its_workers_with_it(tmp_path):
     except BaseException:
         _kill_group(proc)
         raise
-    deadline = time.monotonic() + 10
-    while _alive(tree) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _alive(tree), f"still running 10 s after the trainer's SIGKILL: {_alive(tree)}"
+    left = _still_alive_after(tree, 10.0)
+    assert not left, f"still running 10 s after the trainer's SIGKILL: {left}"
