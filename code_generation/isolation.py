@@ -265,6 +265,7 @@ class InProcessPlayerHost:
         self.restarts = 0
         self.pid = os.getpid()
         self._bounded = False
+        self._ready: Optional[bool] = None
         self._handles = 0
 
     def new_handle(self) -> int:
@@ -278,7 +279,10 @@ class InProcessPlayerHost:
             return fn(*args)
 
     def request(self, handle: int, ops: list) -> Reply:
-        self._bounded = time_bound.ready(self.call_timeout_s)
+        if self._ready is None or any(op[0] == "new" for op in ops):
+            # whether calls can be bounded here (main thread, SIGALRM ours): asked at each new player, not each step
+            self._ready = time_bound.ready(self.call_timeout_s)
+        self._bounded = self._ready
         self.host.errors = []
         results = self.host.run(handle, ops, self.color_map)
         return Reply(results, self.host.errors)

@@ -100,18 +100,20 @@ def checked_module(task: str, seed: int, root: str | Path | None = None) -> tupl
 _CLASS_CACHE: dict[tuple[Path, str], type] = {}
 
 
-def load_class(task: str, seed: int, root: str | Path | None = None) -> type:
-    """``--trust_generated_code`` only: the module's ``NetHackPlayer``, compiled in this process from exactly the
-    checked text (never through the import system, so never from a ``.pyc``), once per process and text.
-    Its import runs unbounded: the isolated path (:mod:`code_generation.isolation`) is the one with limits."""
-    path, source = checked_module(task, seed, root)
+def player_class(path: Path, source: str) -> type:
+    """``--trust_generated_code`` only: the ``NetHackPlayer`` of ``source`` (the checked text of ``path``), compiled
+    in this process (never through the import system, so never from a ``.pyc``), once per process and text. Its
+    import runs unbounded: the isolated path (:mod:`code_generation.isolation`) is the one with limits."""
     key = (path.resolve(), source_digest(source))
-    if key in _CLASS_CACHE:
-        return _CLASS_CACHE[key]
-    try:
-        cls = load_player_class(source, str(path))
-    except Exception as exc:
-        raise MetaPolicyError(f"{path}: importing the module failed: {exc!r}") from exc
-    _CLASS_CACHE[key] = cls
-    logger.info("loaded meta-policy %s seed %d from %s in-process (--trust_generated_code)", task, seed, path)
-    return cls
+    if key not in _CLASS_CACHE:
+        try:
+            _CLASS_CACHE[key] = load_player_class(source, str(path))
+        except Exception as exc:
+            raise MetaPolicyError(f"{path}: importing the module failed: {exc!r}") from exc
+        logger.info("loaded the meta-policy %s in-process (--trust_generated_code)", path)
+    return _CLASS_CACHE[key]
+
+
+def load_class(task: str, seed: int, root: str | Path | None = None) -> type:
+    """``{root}/{task}/seed{seed}/execution.py`` checked and compiled in this process (:func:`player_class`)."""
+    return player_class(*checked_module(task, seed, root))

@@ -92,7 +92,15 @@ from code_generation.isolation import (
     cached_host,
     source_digest,
 )
-from code_generation.loader import DEFAULT_ROOT, MetaPolicyError, available, checked_module, load_class, module_path  # noqa: F401
+from code_generation.loader import (  # noqa: F401
+    DEFAULT_ROOT,
+    MetaPolicyError,
+    available,
+    checked_module,
+    load_class,
+    module_path,
+    player_class,
+)
 from code_generation.policy_host import encode_array
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S
 from common.vocabulary import SKILLS
@@ -138,18 +146,12 @@ class MetaPolicyConfig:
 
 
 def _make_host(path: Path, source: str, config: MetaPolicyConfig) -> Any:
-    if config.trust_generated_code:
-        # load_class compiles the same checked text in-process (cached per text)
-        return InProcessPlayerHost(_trusted_class(path), COLOR_MAP, config.timeout())
+    if config.trust_generated_code:  # the same checked text, compiled in this process (cached per text)
+        return InProcessPlayerHost(player_class(path, source), COLOR_MAP, config.timeout())
     try:
         return IsolatedPlayerHost(source, str(path), COLOR_MAP, config.timeout(), config.import_timeout_s)
     except ModuleRefused as exc:
         raise MetaPolicyError(f"{path}: refused: {exc}") from None
-
-
-def _trusted_class(path: Path) -> type:
-    task, seed = path.parent.parent.name, int(path.parent.name[len("seed"):])
-    return load_class(task, seed, path.parents[2])
 
 
 def host_for(task: str, seed: int, root: str | Path | None, config: MetaPolicyConfig) -> Callable[[], Any]:
