@@ -12,7 +12,10 @@
 
 The reward models run on one torch thread, as in sample-factory's rollout workers (which call
 ``torch.set_num_threads(1)``); torch's default of one thread per core costs the skill env
-about 12% here, waiting in the thread pool on every reward-model call.
+about 12% here, waiting in the thread pool on every reward-model call. The process is pinned to one core, as
+sample-factory pins a rollout worker where the workers fill the cores (``--set_workers_cpu_affinity``, its default;
+the long runs' 2 workers on 2 cores): the isolated child then shares its caller's core without a system call per
+request (``--no_pin`` leaves the process free to move, as an evaluation is).
 
 Every env takes uniformly random actions from its own action set, resets included, for
 ``--steps`` steps; the three are measured in turn ``--repeats`` times and the medians are
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -63,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=3, help="measurements of each env, interleaved")
     parser.add_argument("--max_episode_steps", type=int, default=10_000, help="episode step limit of our envs")
     parser.add_argument("--seed", type=int, default=0, help="seed of games and actions")
+    parser.add_argument("--no_pin", action="store_true",
+                        help="leave the process free to move between cores (default: pinned to one, as a rollout "
+                             "worker of a training run is)")
     return parser
 
 
@@ -77,6 +84,10 @@ def main() -> None:
     import torch  # lazy: only for a run; --help stays light
 
     torch.set_num_threads(1)  # as sample-factory's rollout workers, where the skill env runs
+    pinned = None
+    if not args.no_pin and hasattr(os, "sched_setaffinity"):
+        pinned = max(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {pinned})  # before the envs: their isolated children start on this core
 
     from rl_baseline.envs import make_monk_env  # lazy: pulls in NLE
 
@@ -98,13 +109,14 @@ def main() -> None:
                 env.close()
     raw, monk, skill, trusted = (float(np.median(v)) for v in rates.values())
     machine = machine_description()
-    print(f"machine: {machine}; {args.steps} random steps x {args.repeats} repeats (medians)")
+    where = f"pinned to core {pinned}" if pinned is not None else "not pinned"
+    print(f"machine: {machine}; {args.steps} random steps x {args.repeats} repeats (medians); {where}")
     print(f"raw NLE NetHackScore-v0:   {raw:9.0f} steps/s")
     print(f"NetHackScoreMonk-v1:       {monk:9.0f} steps/s   ({monk / raw:.2f} x raw)")
     print(f"skill environment:         {skill:9.0f} steps/s   ({skill / raw:.2f} x raw; generated code isolated)")
     print(f"  generated code in-process: {trusted:7.0f} steps/s   ({trusted / raw:.2f} x raw; "
           f"the isolation costs {1e6 / skill - 1e6 / trusted:.0f} us a step)")
-    print(json.dumps({"machine": machine, "raw_nle": round(raw, 1),
+    print(json.dumps({"machine": machine, "pinned_core": pinned, "raw_nle": round(raw, 1),
                       "monk_env": round(monk, 1), "skill_env": round(skill, 1),
                       "skill_env_in_process": round(trusted, 1), "monk_env_vs_raw_nle": round(monk / raw, 3),
                       "skill_env_vs_raw_nle": round(skill / raw, 3),

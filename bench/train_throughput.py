@@ -72,6 +72,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import long_run
 from bench.fixtures import machine_description
 from common.precision import PrecisionError, runnable_precision
 
@@ -130,6 +131,10 @@ class MemorySampler(threading.Thread):
         self.samples: dict[int, list[tuple[float, float]]] = {}
         self.games: dict[int, int] = {}  # NetHack library segments mapped by each process (Linux)
         self.cpu: dict[int, float] = {}  # user + system CPU seconds of each process, as last sampled
+        # the isolated children that run the policy over skills (bubblewrap and the program inside), told apart by
+        # their command line when first seen
+        self.sandboxed: set[int] = set()
+        self._seen: set[int] = set()
         self.stop = threading.Event()
 
     @staticmethod
@@ -155,6 +160,11 @@ class MemorySampler(threading.Thread):
                 break
             for proc in children:
                 try:
+                    if proc.pid not in self._seen:
+                        self._seen.add(proc.pid)
+                        words = " ".join(proc.cmdline())
+                        if "bwrap" in words or "policy_host" in words:
+                            self.sandboxed.add(proc.pid)
                     rss = proc.memory_info().rss / 2**20
                     times = proc.cpu_times()
                     self.cpu[proc.pid] = times.user + times.system
@@ -168,7 +178,8 @@ class MemorySampler(threading.Thread):
     def cpu_by_role(self, log_text: str) -> dict[str, float]:
         """CPU seconds per role, the processes told apart by sample-factory's log lines naming their pids."""
         role_of = {int(pid): ROLES[kind] for kind, pid in WORKER_PID_RE.findall(log_text)}
-        out = {"learner": 0.0, "inference": 0.0, "rollout": 0.0, "other": 0.0}
+        role_of.update({pid: "generated_code" for pid in self.sandboxed})
+        out = {"learner": 0.0, "inference": 0.0, "rollout": 0.0, "generated_code": 0.0, "other": 0.0}
         for pid, seconds in self.cpu.items():
             out[role_of.get(pid, "other")] += seconds
         return out
@@ -192,17 +203,30 @@ class MemorySampler(threading.Thread):
 
 
 def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse.Namespace, workdir: Path,
-              num_envs_per_worker: int, encoder_arch: str | None = None, precision: str | None = None,
-              worker_num_splits: int | None = None, num_workers: int = 2) -> RunResult:
-    cmd = [
-        sys.executable, "-m", "scripts.main", "--algo", "APPO", "--device", args.device,
-        "--num_workers", str(num_workers), "--num_envs_per_worker", str(num_envs_per_worker),
-        "--batch_size", "512", "--rollout", "32", "--reward_scale", "0.1", "--obs_scale", "255.0",
-        "--max_episode_steps", str(args.max_episode_steps), "--seed", "2", "--code_seed", "42",
-        "--reward_dir", repr(reward_dirs), "--extrinsic_reward", "0.0", "--llm_reward", "0.1",
-        "--train_for_env_steps", str(args.steps), "--train_dir", str(workdir), "--experiment", label,
-        "--restart_behavior", "overwrite", "--save_every_sec", "100000", "--experiment_summaries_interval", "1000",
-    ]
+              num_envs_per_worker: int = 4, encoder_arch: str | None = None, precision: str | None = None,
+              worker_num_splits: int | None = None, num_workers: int = 2,
+              config: list[str] | None = None) -> RunResult:
+    """One training run of ``args.steps`` env steps; ``config``: a whole configuration's ``scripts.main`` flags
+    (``--long_run_config``) in place of this bench's settings, the run's folder and length set here."""
+    if config is not None:
+        cmd = [sys.executable, "-m", "scripts.main", *config]
+        for flag, value in (("--train_dir", str(workdir)), ("--experiment", label),
+                            ("--train_for_env_steps", str(args.steps))):
+            if flag in cmd:
+                cmd[cmd.index(flag) + 1] = value
+            else:
+                cmd += [flag, value]
+        cmd += ["--restart_behavior", "overwrite"]  # its checkpoints and best-model saves as the configuration's
+    else:
+        cmd = [
+            sys.executable, "-m", "scripts.main", "--algo", "APPO", "--device", args.device,
+            "--num_workers", str(num_workers), "--num_envs_per_worker", str(num_envs_per_worker),
+            "--batch_size", "512", "--rollout", "32", "--reward_scale", "0.1", "--obs_scale", "255.0",
+            "--max_episode_steps", str(args.max_episode_steps), "--seed", "2", "--code_seed", "42",
+            "--reward_dir", repr(reward_dirs), "--extrinsic_reward", "0.0", "--llm_reward", "0.1",
+            "--train_for_env_steps", str(args.steps), "--train_dir", str(workdir), "--experiment", label,
+            "--restart_behavior", "overwrite", "--save_every_sec", "100000", "--experiment_summaries_interval", "1000",
+        ]
     if encoder_arch is not None:  # only when asked: older baseline commits do not know the flag
         cmd += ["--encoder_arch", encoder_arch]
     if precision is not None:  # likewise
@@ -345,6 +369,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="10-second FPS reports skipped as warm-up (default: %(default)s)")
     p.add_argument("--device", type=str, default="cpu", choices=("cpu", "gpu"),
                    help="learner and inference device of both runs (default: %(default)s)")
+    p.add_argument("--long_run_config", action="store_true",
+                   help="time the long runs' configuration (the learn preset, 10,000-step episodes, the three levers, "
+                        "five reward models of the release's network) beside the smoke preset's settings, "
+                        "alternated --repeats times, with each env step's CPU time split by part (bench.long_run); "
+                        "the other flags but --steps, --repeats, --warmup_reports and --device do not apply")
     return p
 
 
@@ -355,6 +384,9 @@ def main() -> None:
         p.error("--steps must be at least 5000 (a few FPS reports are needed)")
     if args.repeats < 1:
         p.error("--repeats must be at least 1")
+    if args.long_run_config:
+        long_run.run(args, train_run, build_reward_dirs, REPO)
+        return
     if args.baseline_encoder_arch is not None and args.no_baseline:
         p.error("--baseline_encoder_arch names the baseline's encoder: it cannot go with --no_baseline")
     if args.baseline_precision is not None and args.no_baseline:

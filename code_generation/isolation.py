@@ -275,8 +275,15 @@ class InProcessPlayerHost:
     def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
         if not self._bounded:
             return fn(*args)
-        with time_bound.deadline(self.call_timeout_s):
+        # time_bound.deadline written out: several calls a step, a context manager's cost each
+        watchdog = time_bound.WATCHDOG
+        watchdog.deadline = watchdog.now() + self.call_timeout_s
+        watchdog.in_call = True
+        try:
             return fn(*args)
+        finally:
+            watchdog.in_call = False
+            watchdog.deadline = 0.0
 
     def request(self, handle: int, ops: list) -> Reply:
         if self._ready is None or any(op[0] == "new" for op in ops):
@@ -402,8 +409,10 @@ class IsolatedPlayerHost:
     # -- the pipe ------------------------------------------------------------------------------------------
     def _write(self, message: dict) -> None:
         assert self.proc is not None and self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
-        self.proc.stdin.flush()
+        data = _ENCODER.encode(message).encode() + b"\n"
+        fd = self.proc.stdin.fileno()
+        while data:  # one system call for a request (a pipe takes 64 KiB at once); the loop for a long source
+            data = data[os.write(fd, data):]
 
     def _read(self, timeout_s: float) -> Any:
         """The next reply (a dict), or a string saying why there is none (timed out, ended, too long)."""
@@ -457,6 +466,16 @@ class IsolatedPlayerHost:
         except (ModuleRefused, IsolationUnavailable) as exc:
             self.dead = f"could not be restarted: {exc}"
             logger.error("%s: the isolated child %s; every call takes the fallback", self.filename, self.dead)
+
+
+# the windows (numpy arrays) in the ops travel as policy_host.encode_array's lists
+def _window_as_json(value: Any) -> Any:
+    if type(value).__name__ == "ndarray":
+        return policy_host.encode_array(value)
+    raise TypeError(f"{type(value).__name__} cannot travel to the isolated child")
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_window_as_json)
 
 
 def _well_formed(reply: dict, n: int) -> bool:

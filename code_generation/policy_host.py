@@ -29,7 +29,8 @@ op                                                      what it does, its result
 ``["peek", name]``                                      the same, a missing one not counted as an error
 ======================================================  =========================================================
 
-A window (``chars``, ``colors``) travels as ``[dtype, shape, hex bytes]``. Results are JSON values only:
+A window (``chars``, ``colors``) is a numpy array in the ops; to the child it travels as ``[dtype, shape, hex
+bytes]`` (:func:`encode_array`, the parent's JSON encoder's ``default``). Results are JSON values only:
 the parent never unpickles what the child sends.
 """
 from __future__ import annotations
@@ -53,6 +54,9 @@ def encode_array(array: Any) -> list:
 
 
 def decode_array(spec: Any) -> Any:
+    """A window from its JSON form; an array (the in-process host's calls: no JSON between) passes as it is."""
+    if not isinstance(spec, list):
+        return spec
     import numpy as np  # lazy: the child imports numpy after its start-up (see serve)
 
     dtype, shape, data = spec
@@ -109,8 +113,14 @@ class PlayerHost:
             return False, None
 
     def _result(self, what: str, convert: Callable[[Any], Any], out: Any) -> tuple[bool, Any]:
-        # converting the result runs the module's code too (its __bool__, its __iter__)
+        # converting the result runs the module's code too (its __bool__, its __iter__), unless the result is
+        # plain: a bool, an int, or a tuple or list of them (the usual case; no bound needed, a step's worth of
+        # time saved)
         try:
+            kind = type(out)
+            if kind is bool or kind is int or ((kind is tuple or kind is list)
+                                               and all(type(v) is bool or type(v) is int for v in out)):
+                return True, convert(out)
             return True, self.guard(convert, out)
         except self.catch as exc:
             self.errors.append([f"{what} (result)", _error_text(exc)])

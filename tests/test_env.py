@@ -91,6 +91,17 @@ def test_reset_with_a_seed_starts_the_same_game_every_time(env):
     assert _game_digest(env) != first
 
 
+def test_a_game_that_starts_by_naming_a_scroll_starts(env):
+    """Game seed 92007 starts on a scroll of scare monster: picked up at turn 0, it turns to dust and NetHack asks
+    what to call it. NLE's start-up loop answers with spaces, which never end that prompt, and retried the seed
+    until the recursion limit (a crashed rollout worker); the env gives the prompt an empty name."""
+    obs, info = env.reset(seed=92007)
+    assert info["time"] == 1 and info["depth"] == 1
+    assert not info["prompt_open"]
+    _, _, terminated, _, info = env.step(action_index("search"))
+    assert not terminated and info["time"] >= 1
+
+
 def test_the_oni_environments_seed_their_games_too():
     from rl_baseline.baselines.oni import env as oni_env
 

@@ -207,6 +207,7 @@ class NetHackScoreMonk(NetHackScore):
             self.observation_space = type(self.observation_space)({k: space[k] for k in self._agent_keys})
             self._original_observation_keys = self._agent_keys
             self._original_indices = tuple(self._observation_keys.index(k) for k in self._agent_keys)
+        self._chars_index = self._observation_keys.index("chars") if "chars" in self._observation_keys else None
         self._tty_index = self._observation_keys.index("tty_chars")
         self._letters_index = self._observation_keys.index("inv_letters")
         self._oclasses_index = self._observation_keys.index("inv_oclasses")
@@ -384,6 +385,17 @@ class NetHackScoreMonk(NetHackScore):
         return self._press(key)
 
     # ------------------------------------------------------------------ gym API
+    def _in_moveloop(self, observation: tuple) -> bool:
+        """NLE's start-up loop asks this before each space it sends. A game that starts on a scroll of scare
+        monster picks it up, sees it turn to dust and asks what to call it: a text prompt that spaces never end,
+        so NLE's reset retried the same seed until the recursion limit (game seed 92007: a crashed worker).
+        Here the prompt gets an empty name (Return; ESC does not end it in NLE), as a player would, and the game
+        starts."""
+        if not observation[self._program_state_index][3] and observation[self._internal_index][2]:  # in getlin
+            self.last_observation, _ = self.nethack.step(A.RETURN)
+            observation = self.last_observation
+        return bool(observation[self._program_state_index][3])
+
     def reset(self, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             seed_game(self, seed)  # NLE's reset(seed=...) leaves the game's generators alone
@@ -463,6 +475,13 @@ class NetHackScoreMonk(NetHackScore):
         is on (the Dungeons of Doom level holding the branch has two; every other level at most one)."""
         if self._branch_depth != UNKNOWN_BRANCH_DEPTH:
             return
+        if self._chars_index is not None:
+            # every step until the entrance is known: a staircase down shows as '>' (the options set no symbol set),
+            # so a map with fewer than two '>' has fewer than two; two byte searches, a fifth of the exact count
+            raw = observation[self._chars_index].tobytes()
+            first = raw.find(b">")
+            if first == -1 or raw.find(b">", first + 1) == -1:
+                return
         if np.count_nonzero(observation[self._glyph_index] == DOWN_STAIRCASE_GLYPH) > 1:
             self._branch_depth = int(observation[self._blstats_index][B.BL_DEPTH])
 

@@ -101,7 +101,6 @@ from code_generation.loader import (  # noqa: F401
     module_path,
     player_class,
 )
-from code_generation.policy_host import encode_array
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S
 from common.vocabulary import SKILLS
 
@@ -277,7 +276,7 @@ class MetaPolicy:
 
     def preconditions(self, chars: Any, colors: Any, num_items: int) -> tuple[bool, bool]:
         """``(worshipper_ok, merchant_ok)``; ``(False, False)`` on any failure."""
-        out = self._request([["pre", encode_array(chars), encode_array(colors), int(num_items)]])[0]
+        out = self._request([["pre", chars, colors, int(num_items)]])[0]
         return (bool(out[0]), bool(out[1])) if out is not None else (False, False)
 
     def should_terminate(self, skill: str, skill_time: int, current_depth: int, previous_depth: int,
@@ -313,7 +312,7 @@ class MetaPolicy:
         learnt = None
         if skill == "descender" and int(branch_number) != 0 and self._branch_depth == -2 and int(start_depth) != -2:
             learnt = int(start_depth)  # set only if the skill ends (skill_ended)
-        op = ["decide", [encode_array(chars), encode_array(colors), int(num_items)],
+        op = ["decide", [chars, colors, int(num_items)],
               [skill, int(skill_time), int(depth), int(start_depth)], learnt, [skill, int(depth), int(branch_number)]]
         out = self._request([op])[0]
         if out is None:

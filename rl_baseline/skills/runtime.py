@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
+from common import part_times
 from common.nethack import blstats as B
 from common.nethack.messages import DESCENT_MESSAGE, WALL_MESSAGES, message_bytes
 from common.vocabulary import NUM_SKILLS, SKILLS
@@ -366,9 +367,32 @@ class SkillRuntime(gym.Wrapper):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, **kwargs: Any):
+        times = part_times.PART_TIMES if part_times.PART_TIMES.enabled else None
+        if times is None:
+            return self._reset(**kwargs)
+        start = part_times.now()
+        out = self._reset(**kwargs)
+        times.add("skill_env", part_times.now() - start)
+        return out
+
+    def step(self, action: Any):
+        times = part_times.PART_TIMES if part_times.PART_TIMES.enabled else None
+        if times is None:
+            return self._step(action, None)
+        start = part_times.now()
+        out = self._step(action, times)
+        times.add("skill_env", part_times.now() - start)
+        times.tick()
+        return out
+
+    def _reset(self, **kwargs: Any):
         if self.training_seed is not None and kwargs.get("seed") is not None:
             kwargs["seed"] = training_game_seed(self.training_seed, kwargs["seed"])
+        times = part_times.PART_TIMES if part_times.PART_TIMES.enabled else None
+        start = part_times.now() if times is not None else 0.0
         obs, info = self.env.reset(**kwargs)
+        if times is not None:
+            times.add("env", part_times.now() - start)
         if self.meta_policy is None:
             self.meta_policy = self._meta_factory()
         self.meta_policy.reset()
@@ -409,8 +433,13 @@ class SkillRuntime(gym.Wrapper):
             info["message"] = msg.decode("latin-1")
         st.measures.update(info, obs["chars"], obs["colors"], self.skill_names[active])
 
-    def step(self, action: Any):
-        obs, game_reward, terminated, truncated, info = self.env.step(action)
+    def _step(self, action: Any, times: Optional[part_times.PartTimes]):
+        if times is not None:
+            start = part_times.now()
+            obs, game_reward, terminated, truncated, info = self.env.step(action)
+            times.add("env", part_times.now() - start)
+        else:
+            obs, game_reward, terminated, truncated, info = self.env.step(action)
         active = self.skill_id
         depth = self._depth(obs, info)
         msg = message_bytes(obs["message"])  # read once per step
@@ -432,7 +461,12 @@ class SkillRuntime(gym.Wrapper):
                 scored_skill, scored_msg, scored_change, scored_descent = self._scored_next
             else:
                 scored_skill, scored_msg, scored_change, scored_descent = active, msg, depth_change, descended
-            intrinsic = self.reward_fn.intrinsic(scored_skill, obs["message"], scored_change, scored_msg)
+            if times is not None:
+                start = part_times.now()
+                intrinsic = self.reward_fn.intrinsic(scored_skill, obs["message"], scored_change, scored_msg)
+                times.add("reward", part_times.now() - start)
+            else:
+                intrinsic = self.reward_fn.intrinsic(scored_skill, obs["message"], scored_change, scored_msg)
             self._count_events(obs, info, msg, depth, active)
             # what was scored, by whose model: under the release's timing the message the action was chosen on
             info["scored_skill"] = self.skill_names[scored_skill]

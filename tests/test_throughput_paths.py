@@ -1,0 +1,116 @@
+"""The fast paths of the skill environment decide as the slow ones did, and the long-run benchmark times what it
+names (#64): the byte-search stair scan against ``np.argwhere``, the glyph pre-check against the exact count,
+the CPU split by part in a real skill environment, and the long runs' configuration as the pipeline builds it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.nethack.actions import action_index
+from rl_baseline.envs import make_monk_env
+from rl_baseline.tasks.skill_measures import _add_cells
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_byte_search_finds_the_cells_argwhere_finds():
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        chars = rng.choice(np.frombuffer(b" .#<>@-|", dtype=np.uint8), size=(21, 79),
+                           p=[0.5, 0.2, 0.1, 0.05, 0.05, 0.02, 0.04, 0.04])
+        if trial % 3 == 0:
+            chars[:, :] = ord(" ")  # an empty map
+            chars[20, 78] = chars[0, 0] = ord(">")  # the corners
+        raw = chars.tobytes()
+        for char in (b"<", b">"):
+            found: set = set()
+            _add_cells(found, raw, char, chars.shape[1])
+            expected = {(int(r), int(c)) for r, c in np.argwhere(chars == char[0])}
+            assert found == expected
+
+
+def test_a_staircase_down_shows_as_a_greater_than_sign_wherever_it_is_seen():
+    """The Mines-entrance check looks for two '>' before it counts staircase glyphs: every staircase-down glyph
+    on the map of a live game is a '>' (game seed 1: level 1, then level 2 with the Mines staircase, both mapped)."""
+    from rl_baseline.envs.monk_env import DOWN_STAIRCASE_GLYPH
+
+    env = make_monk_env(wizard=True, max_episode_steps=500)
+    try:
+        env.seed(1, 1001, reseed=False)
+        env.reset()
+        counts = []
+        for _ in range(2):
+            env.wizard_keys(b"\x06")  # wizard mode's Ctrl-F maps the level
+            obs = env.current_observation()
+            stairs = obs["glyphs"] == DOWN_STAIRCASE_GLYPH
+            counts.append(int(stairs.sum()))
+            assert (obs["chars"][stairs] == ord(">")).all()
+            env.wizard_keys(b"\x14>.")  # Ctrl-T: teleport onto the first '>'
+            env.step(action_index("down"))
+        assert counts == [1, 2]
+    finally:
+        env.close()
+
+
+def test_the_skill_environment_reports_where_its_cpu_time_goes(tmp_path):
+    """With MAESTROMOTIF_PART_TIMES set, a skill environment writes its process's CPU seconds per part; the whole
+    includes its parts, and off, nothing is written."""
+    script = (
+        "import sys; sys.path.insert(0, '.')\n"
+        "from pathlib import Path\n"
+        "import numpy as np\n"
+        "from bench.env_throughput import _skill_env\n"
+        f"env = _skill_env(Path({str(tmp_path / 'rewards')!r}), 200, trust_generated_code=True)\n"
+        "rng = np.random.default_rng(0); env.reset(seed=3)\n"
+        "for _ in range(400):\n"
+        "    _, _, te, tr, _ = env.step(int(rng.integers(env.action_space.n)))\n"
+        "    if te or tr: env.reset()\n"
+    )
+    folder = tmp_path / "parts"
+    env = dict(os.environ, MAESTROMOTIF_PART_TIMES=str(folder))
+    subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, check=True, capture_output=True, timeout=300)
+    files = list(folder.glob("parts_*.json"))
+    assert len(files) == 1
+    record = json.loads(files[0].read_text())
+    seconds, calls = record["seconds"], record["calls"]
+    assert set(seconds) == {"env", "reward", "skill_env"}
+    assert calls["skill_env"] >= 400 and calls["env"] == calls["skill_env"]  # every step and reset
+    assert 0 < seconds["env"] + seconds["reward"] < seconds["skill_env"]
+
+    files[0].unlink()
+    env.pop("MAESTROMOTIF_PART_TIMES")
+    subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, check=True, capture_output=True, timeout=300)
+    assert not list(tmp_path.rglob("parts_*.json"))
+
+
+def test_the_long_run_configuration_is_the_learn_preset_with_the_three_levers():
+    from bench.long_run import LONG_RUN_LEVERS, config_args, parts_of
+    from orchestration.phases import skill_training_args
+    from orchestration.pipeline import make_config
+
+    dirs = [f"/r/{i}" for i in range(5)]
+    long, smoke = config_args("long", dirs, "cpu"), config_args("smoke", dirs, "cpu")
+
+    def flag(args: list[str], name: str) -> str:
+        return args[args.index(name) + 1]
+
+    assert flag(long, "--max_episode_steps") == "10000" and flag(smoke, "--max_episode_steps") == "500"
+    for name in ("--num_envs_per_worker", "--worker_num_splits", "--precision", "--batch_size", "--rollout"):
+        assert flag(long, name) == flag(skill_training_args(make_config("learn")), name)
+    assert flag(long, "--num_envs_per_worker") == "16" and flag(long, "--worker_num_splits") == "1"
+    assert flag(long, "--discoverer_turns") == "100"
+    assert long[-len(LONG_RUN_LEVERS):] == list(LONG_RUN_LEVERS)
+    assert "--gamma" not in smoke and "--policy_heads" not in smoke
+    assert flag(long, "--reward_dir") == repr(dirs) == flag(smoke, "--reward_dir")
+    assert "--reward_timing" not in long  # the release's timing, the default
+
+    cpu = {"rollout": 10.0, "inference": 4.0, "learner": 5.0, "generated_code": 1.0, "other": 0.5}
+    parts = parts_of(cpu, {"env": 3.0, "reward": 0.5, "skill_env": 6.0})
+    assert parts["skill runtime"] == pytest.approx(2.5) and parts["sample-factory rollout"] == pytest.approx(4.0)
+    assert sum(parts.values()) == pytest.approx(sum(cpu.values()))
