@@ -34,6 +34,8 @@ It ends with one JSON line (``train_speedup``, ``baseline_fps``, ``fps``, ``cpu_
 Usage::
 
     python -m bench.train_throughput [--steps 40000] [--baseline_ref 9de1a54] [--num_envs_per_worker 4]
+    python -m bench.train_throughput --long_run_config --steps 300000 --repeats 2   # the long runs' configuration
+        # beside the smoke preset's settings, CPU per env step by part (bench.long_run)
     python -m bench.train_throughput --no_baseline --device gpu     # only this tree, on a GPU
     python -m bench.train_throughput --encoder_arch release --baseline_encoder_arch project \\
         --num_envs_per_worker 8 --max_episode_steps 500 --repeats 2    # the two encoders, smoke preset
@@ -59,6 +61,7 @@ differs in nothing (bf16 against fp32) times this tree alone.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import re
 import resource
@@ -82,6 +85,8 @@ PRECISIONS = ("auto", "fp32", "bf16")  # scripts.main's --precision (common.prec
 
 REPO = Path(__file__).resolve().parents[1]
 FPS_RE = re.compile(r"Fps is \(10 sec: ([0-9.nan]+)")
+#: an FPS report's time and the env steps collected by then
+REPORT_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[\d+\] Fps is .*?Total num frames: (\d+)")
 #: sample-factory's last line: env steps collected and the rate over the whole run
 OVERALL_FPS_RE = re.compile(r"Collected \{0: \d+\}, FPS: ([0-9.]+)")
 # sample-factory's line naming each worker process: "LearnerWorker_p0\tpid 123\tparent 100"
@@ -103,6 +108,11 @@ class RunResult:
     other_peak_mb: list[float] = field(default_factory=list)
     # CPU seconds by role (learner, inference, rollout, other: the main process and the rest), as last sampled
     cpu_by_role: dict[str, float] = field(default_factory=dict)
+    # the steady window: from the FPS report after the warm-up to the last one (start-up and shutdown left out):
+    # its env steps, its CPU seconds by role and, with a parts folder, by common.part_times part
+    steady_steps: int = 0
+    steady_cpu_by_role: dict[str, float] = field(default_factory=dict)
+    steady_parts: dict[str, float] = field(default_factory=dict)
 
 
 def build_reward_dirs(code_dir: Path, root: Path) -> list[str]:
@@ -123,8 +133,11 @@ def build_reward_dirs(code_dir: Path, root: Path) -> list[str]:
 class MemorySampler(threading.Thread):
     """Samples the resident memory of every process below ``pid`` once a second."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, parts_folder: Path | None = None) -> None:
         super().__init__(daemon=True)
+        self.parts_folder = parts_folder
+        # (wall clock, CPU seconds by pid, the rollout workers' parts) once a second: the steady window's ends
+        self.snapshots: list[tuple[float, dict[int, float], dict[str, float]]] = []
         import psutil  # lazy: comes with sample-factory, not a requirement of its own; only while a run is sampled
 
         self.root = psutil.Process(pid)
@@ -173,16 +186,35 @@ class MemorySampler(threading.Thread):
                 except psutil.Error:
                     continue
                 self.samples.setdefault(proc.pid, []).append((now, rss))
+            parts = long_run.read_rollout_parts(self.parts_folder) if self.parts_folder is not None else {}
+            self.snapshots.append((time.time(), dict(self.cpu), parts))
             self.stop.wait(1.0)
 
-    def cpu_by_role(self, log_text: str) -> dict[str, float]:
+    def cpu_by_role(self, log_text: str, cpu: dict[int, float] | None = None) -> dict[str, float]:
         """CPU seconds per role, the processes told apart by sample-factory's log lines naming their pids."""
         role_of = {int(pid): ROLES[kind] for kind, pid in WORKER_PID_RE.findall(log_text)}
         role_of.update({pid: "generated_code" for pid in self.sandboxed})
         out = {"learner": 0.0, "inference": 0.0, "rollout": 0.0, "generated_code": 0.0, "other": 0.0}
-        for pid, seconds in self.cpu.items():
+        for pid, seconds in (self.cpu if cpu is None else cpu).items():
             out[role_of.get(pid, "other")] += seconds
         return out
+
+    def steady(self, log_text: str, warmup_reports: int) -> tuple[int, dict[str, float], dict[str, float]]:
+        """Env steps, CPU seconds by role and by part between the FPS report after the warm-up and the last one
+        (each end the last snapshot taken before it); zeros where the run made too few reports."""
+        reports = report_times(log_text)
+        if len(reports) < warmup_reports + 2 or not self.snapshots:
+            return 0, {}, {}
+
+        def at(when: float) -> tuple[dict[int, float], dict[str, float]]:
+            before = [snap for snap in self.snapshots if snap[0] <= when] or self.snapshots[:1]
+            return before[-1][1], before[-1][2]
+
+        (t0, frames0), (t1, frames1) = reports[warmup_reports], reports[-1]
+        (cpu0, parts0), (cpu1, parts1) = at(t0), at(t1)
+        delta = {pid: seconds - cpu0.get(pid, 0.0) for pid, seconds in cpu1.items()}
+        parts = {part: seconds - parts0.get(part, 0.0) for part, seconds in parts1.items()}
+        return frames1 - frames0, self.cpu_by_role(log_text, delta), parts
 
     def summary(self) -> tuple[list[float], list[float], list[float]]:
         rollout_peak, growth, other = [], [], []
@@ -205,18 +237,14 @@ class MemorySampler(threading.Thread):
 def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse.Namespace, workdir: Path,
               num_envs_per_worker: int = 4, encoder_arch: str | None = None, precision: str | None = None,
               worker_num_splits: int | None = None, num_workers: int = 2,
-              config: list[str] | None = None) -> RunResult:
+              config: list[str] | None = None, parts_folder: Path | None = None) -> RunResult:
     """One training run of ``args.steps`` env steps; ``config``: a whole configuration's ``scripts.main`` flags
     (``--long_run_config``) in place of this bench's settings, the run's folder and length set here."""
     if config is not None:
-        cmd = [sys.executable, "-m", "scripts.main", *config]
         for flag, value in (("--train_dir", str(workdir)), ("--experiment", label),
                             ("--train_for_env_steps", str(args.steps))):
-            if flag in cmd:
-                cmd[cmd.index(flag) + 1] = value
-            else:
-                cmd += [flag, value]
-        cmd += ["--restart_behavior", "overwrite"]  # its checkpoints and best-model saves as the configuration's
+            config = long_run.with_flag(config, flag, value)
+        cmd = [sys.executable, "-m", "scripts.main", *config, "--restart_behavior", "overwrite"]  # its checkpoints and best-model saves as the configuration's
     else:
         cmd = [
             sys.executable, "-m", "scripts.main", "--algo", "APPO", "--device", args.device,
@@ -239,7 +267,7 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
     cpu0 = _children_cpu_s()
     with log.open("w") as fh:
         proc = subprocess.Popen(cmd, cwd=code_dir, stdout=fh, stderr=subprocess.STDOUT)
-        sampler = MemorySampler(proc.pid)
+        sampler = MemorySampler(proc.pid, parts_folder)
         sampler.start()
         rc = proc.wait()
         sampler.stop.set()
@@ -260,7 +288,18 @@ def train_run(label: str, code_dir: Path, reward_dirs: list[str], args: argparse
         print(f"{label}: no 10-second FPS report (a run this short ends before one); env steps/s is sample-factory's "
               f"figure over the whole run, start-up included: use a larger --steps for a sustained rate", flush=True)
     peak, growth, other = sampler.summary()
-    return RunResult(label, rate, len(sustained), wall, cpu, peak, growth, other, sampler.cpu_by_role(text))
+    steady_steps, steady_roles, steady_parts = sampler.steady(text, args.warmup_reports)
+    return RunResult(label, rate, len(sustained), wall, cpu, peak, growth, other, sampler.cpu_by_role(text),
+                     steady_steps, steady_roles, steady_parts)
+
+
+def report_times(log_text: str) -> list[tuple[float, int]]:
+    """(wall-clock time, env steps so far) of each of sample-factory's FPS reports in a run's log."""
+    out = []
+    for stamp, frames in REPORT_RE.findall(log_text):
+        when = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()  # local time, as logged
+        out.append((when, int(frames)))
+    return out
 
 
 def _children_cpu_s() -> float:
@@ -374,6 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "five reward models of the release's network) beside the smoke preset's settings, "
                         "alternated --repeats times, with each env step's CPU time split by part (bench.long_run); "
                         "the other flags but --steps, --repeats, --warmup_reports and --device do not apply")
+    p.add_argument("--long_run_in_process", action="store_true",
+                   help="with --long_run_config: time a third configuration, the long one with the policy over "
+                        "skills in-process (--trust_generated_code True): what its sandbox costs a training run")
     return p
 
 
@@ -384,6 +426,8 @@ def main() -> None:
         p.error("--steps must be at least 5000 (a few FPS reports are needed)")
     if args.repeats < 1:
         p.error("--repeats must be at least 1")
+    if args.long_run_in_process and not args.long_run_config:
+        p.error("--long_run_in_process adds a configuration to --long_run_config: give both")
     if args.long_run_config:
         long_run.run(args, train_run, build_reward_dirs, REPO)
         return

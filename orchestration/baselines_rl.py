@@ -46,6 +46,7 @@ from orchestration.phases import (
     display_path,
     precision_args,
     skill_training_args,
+    with_flag,
     worker_split_args,
 )
 
@@ -104,16 +105,6 @@ def _run_args(cfg: PipelineConfig) -> list[str]:
         return ["--keep_checkpoints", "5", "--stats_avg", "1000", "--save_every_steps", str(cfg.save_every_steps)]
     args = ["--stats_avg", "4", "--experiment_summaries_interval", "5"]
     return args + (["--serial_mode", "True"] if cfg.baseline_serial_mode else [])
-
-
-def _with_flag(args: Sequence[str], flag: str, value: str) -> list[str]:
-    """``args`` with ``flag``'s value replaced (appended when absent)."""
-    out = list(args)
-    if flag in out:
-        out[out.index(flag) + 1] = value
-    else:
-        out += [flag, value]
-    return out
 
 
 def _eval_args(cfg: PipelineConfig, train_dir: str | Path, experiment: str, task: str) -> list[str]:
@@ -341,7 +332,7 @@ def task_reward_score(cfg: PipelineConfig) -> list[Phase]:
 def _skill_training(cfg: PipelineConfig, train_dir: Path, experiment: str) -> list[str]:
     """MaestroMotif's training command (its reward models, training policy over skills and sizes) into another
     folder: the ablations change one thing each on top of it."""
-    args = _with_flag(_with_flag(skill_training_args(cfg), "--train_dir", str(train_dir)), "--experiment", experiment)
+    args = with_flag(with_flag(skill_training_args(cfg), "--train_dir", str(train_dir)), "--experiment", experiment)
     if _paper(cfg):
         return args + ["--save_every_steps", str(cfg.save_every_steps)]
     return args + (["--serial_mode", "True"] if cfg.baseline_serial_mode else [])

@@ -9,7 +9,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from common.llm import ANNOTATOR_MODEL, ANNOTATOR_MODELS_BY_SIZE, CODER_MODEL
 from common.vocabulary import EVAL_TASKS, SKILLS
@@ -223,6 +223,16 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
     else:
         args += ["--stats_avg", "4", "--experiment_summaries_interval", "5"]
     return args
+
+
+def with_flag(args: Sequence[str], flag: str, value: str) -> list[str]:
+    """``args`` with ``flag``'s value replaced (appended when absent)."""
+    out = list(args)
+    if flag in out:
+        out[out.index(flag) + 1] = value
+    else:
+        out += [flag, value]
+    return out
 
 
 def eval_protocol_args(cfg: PipelineConfig) -> list[str]:

@@ -114,3 +114,30 @@ def test_the_long_run_configuration_is_the_learn_preset_with_the_three_levers():
     parts = parts_of(cpu, {"env": 3.0, "reward": 0.5, "skill_env": 6.0})
     assert parts["skill runtime"] == pytest.approx(2.5) and parts["sample-factory rollout"] == pytest.approx(4.0)
     assert sum(parts.values()) == pytest.approx(sum(cpu.values()))
+
+
+def test_the_steady_window_leaves_start_up_out():
+    """The long-run bench splits the CPU of the window between the FPS report after the warm-up and the last one:
+    a start-up's CPU before that window is not charged to the env steps."""
+    import datetime
+
+    from bench.train_throughput import MemorySampler, report_times
+
+    def stamp(second: int) -> str:
+        return f"\x1b[36m[2026-12-02 03:00:{second:02d},000][100] Fps is (10 sec: 1000.0, 60 sec: 1.0, 300 sec: 1.0). " \
+               f"Total num frames: {1000 * max(second - 10, 0)}. Throughput: 0: 1.0\x1b[0m"
+
+    log = "\n".join(["[2026-12-02 03:00:00,000][100] LearnerWorker_p0\tpid 7\tparent 1"]
+                    + [stamp(s) for s in (10, 20, 30, 40)])
+    reports = report_times(log)
+    assert [frames for _, frames in reports] == [0, 10_000, 20_000, 30_000]
+    t = datetime.datetime(2026, 12, 2, 3, 0, 0).timestamp()
+    sampler = MemorySampler.__new__(MemorySampler)
+    sampler.sandboxed = set()
+    # the learner (pid 7) burns 5 s starting up, then 1 s per 10,000 steps; a rollout part likewise
+    sampler.snapshots = [(t + s, {7: 5.0 + max(s - 10, 0) / 10}, {"env": 2.0 + max(s - 10, 0) / 20})
+                         for s in range(0, 41)]
+    steps, roles, parts = sampler.steady(log, warmup_reports=1)
+    assert steps == 20_000
+    assert roles["learner"] == pytest.approx(2.0) and parts["env"] == pytest.approx(1.0)
+    assert sampler.steady(log, warmup_reports=3) == (0, {}, {})  # too few reports after the warm-up
