@@ -78,7 +78,7 @@ def config_args(name: str, reward_dirs: list[str], device: str) -> list[str]:
 
 
 def configurations(args: argparse.Namespace) -> tuple[str, ...]:
-    return ("long", "smoke") + (("long_in_process",) if getattr(args, "long_run_in_process", False) else ())
+    return ("long", "smoke") + (("long_in_process",) if args.long_run_in_process else ())
 
 
 def parts_of(run_cpu: dict[str, float], rollout_parts: dict[str, float]) -> dict[str, float]:

@@ -369,9 +369,9 @@ class SkillRuntime(gym.Wrapper):
     def reset(self, **kwargs: Any):
         times = part_times.PART_TIMES if part_times.PART_TIMES.enabled else None
         if times is None:
-            return self._reset(**kwargs)
+            return self._reset(None, **kwargs)
         start = part_times.now()
-        out = self._reset(**kwargs)
+        out = self._reset(times, **kwargs)
         times.add("skill_env", part_times.now() - start)
         return out
 
@@ -385,10 +385,9 @@ class SkillRuntime(gym.Wrapper):
         times.tick()
         return out
 
-    def _reset(self, **kwargs: Any):
+    def _reset(self, times: Optional[part_times.PartTimes], **kwargs: Any):
         if self.training_seed is not None and kwargs.get("seed") is not None:
             kwargs["seed"] = training_game_seed(self.training_seed, kwargs["seed"])
-        times = part_times.PART_TIMES if part_times.PART_TIMES.enabled else None
         start = part_times.now() if times is not None else 0.0
         obs, info = self.env.reset(**kwargs)
         if times is not None:
