@@ -1,8 +1,8 @@
-"""The project's vocabulary: the five skills and the tasks (their one home).
+"""The project's vocabulary: the skills and the tasks (their one home for every layer).
 
-Skills: names, index order and short descriptions. The index order is used everywhere: the
-one-hot input of the policy network, ``--reward_dir`` lists, ``--eps_threshold_quantile``
-lists and meta-policy code.
+Skills: read from the skill files (:mod:`common.skill_files`; ``skills/*.toml``, or the set ``--skills`` chose):
+names, index order and short descriptions. The index order is used everywhere: the one-hot input of the policy
+network, ``--reward_dir`` lists, ``--eps_threshold_quantile`` lists and meta-policy code.
 
 Tasks: the training policy's task and the nine evaluation tasks of the paper, with how each
 result is measured and the words that describe them (:data:`TASK_DESCRIPTIONS`, :data:`TASK_GOALS`).
@@ -12,17 +12,19 @@ Pure Python on purpose: every layer imports it, annotation and code generation w
 """
 from __future__ import annotations
 
-SKILLS: tuple[str, ...] = ("discoverer", "descender", "ascender", "worshipper", "merchant")
+from common.skill_files import SkillSet, SkillSpec, active_skill_set
+
+#: the skill set of this process (``--skills``; the designed five by default), each skill's file as read
+SKILL_SET: SkillSet = active_skill_set()
+SKILL_SPECS: dict[str, SkillSpec] = {s.name: s for s in SKILL_SET.specs}
+SKILLS: tuple[str, ...] = SKILL_SET.names
 NUM_SKILLS: int = len(SKILLS)
 SKILL_INDEX: dict[str, int] = {name: i for i, name in enumerate(SKILLS)}
 
-SKILL_DESCRIPTIONS: dict[str, str] = {
-    "discoverer": "explore the current level fully (fight, pick up gold and scrolls) and never change level",
-    "descender": "reach a down staircase and go down; staying on the level or going up is bad",
-    "ascender": "reach an up staircase and go up; staying on the level is bad",
-    "worshipper": "use an altar to learn whether items are cursed or blessed by dropping them on it, not to pray",
-    "merchant": "negotiate, sell and interact with shopkeepers, never steal",
-}
+SKILL_DESCRIPTIONS: dict[str, str] = {s.name: s.description for s in SKILL_SET.specs}
+#: the skills a policy over skills may start at any time (``[rules] start = "always"``); the others need what
+#: their start rule detects (a shopkeeper or an altar in view)
+ALWAYS_STARTABLE: tuple[str, ...] = tuple(s.name for s in SKILL_SET.specs if s.start == "always")
 
 
 def skill_index(name: str) -> int:
