@@ -4,7 +4,7 @@
    and 23 actions);
 2. ``NetHackScoreMonk-v1``: the Monk env (options file, macros, per-step info, overview reads);
 3. the full skill environment of training: the Monk env under the skill runtime with the
-   exploration policy over skills, five reward models (tiny ones, trained first on synthetic
+   exploration policy over skills, one reward model per skill (tiny ones, trained first on synthetic
    messages; the release architecture), the skill bookkeeping and the policy observation;
    the policy over skills runs in its isolated child (bubblewrap), as in training;
 4. the same with the policy over skills in-process (``--trust_generated_code``): the difference
@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.fixtures import build_tiny_reward_dirs, machine_description
+from common.vocabulary import SKILL_SPECS, SKILLS
 from rl_baseline.sf.cfg import SkillEnvConfig
 
 
@@ -56,7 +57,8 @@ def _skill_env(reward_root: Path, max_episode_steps: int, trust_generated_code: 
 
     dirs = build_tiny_reward_dirs(reward_root)
     cfg = SkillEnvConfig(max_episode_steps=max_episode_steps, reward_dirs=tuple(dirs),
-                         quantiles=(0.95, 0.85, 0.85, 0.85, 0.85), trust_generated_code=trust_generated_code)
+                         quantiles=tuple(SKILL_SPECS[s].quantile for s in SKILLS),
+                         trust_generated_code=trust_generated_code)
     return build_skill_env(cfg)
 
 

@@ -1,8 +1,8 @@
 """Stand-ins for trained artifacts, shared by the benchmarks and the tests.
 
-:func:`build_tiny_reward_dirs` trains five small reward models (one per skill, the ``small``
-architecture, two epochs) on a synthetic dataset of common NetHack messages, each skill liking a
-different fifth of them, so the skill environment runs with real reward-model inference, its
+:func:`build_tiny_reward_dirs` trains one small reward model per skill (the ``small`` architecture,
+two epochs) on a synthetic dataset of common NetHack messages, each skill liking a different share of them
+(one in as many as there are skills), so the skill environment runs with real reward-model inference, its
 thresholds and caches, without a collection or annotation phase.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from common.nethack.messages import encode_message
-from common.vocabulary import SKILLS
+from common.vocabulary import SKILL_SPECS, SKILLS
 from rlaif.dataset import ObservationDataset, save_dataset
 from rlaif.preferences import save_preferences
 
@@ -29,7 +29,7 @@ TINY_MESSAGES = [
 
 
 def build_tiny_reward_dirs(root: Path, pairs: int = 96, seed: int = 0) -> list[str]:
-    """Five reward models trained for one epoch on a synthetic message dataset (one per skill)."""
+    """One reward model per skill, trained for two epochs on a synthetic message dataset."""
     from rlaif.reward_model import RewardModelConfig  # lazy: pulls in torch
     from rlaif.train_reward import RewardTrainingConfig, train_reward  # lazy: pulls in torch
 
@@ -46,13 +46,13 @@ def build_tiny_reward_dirs(root: Path, pairs: int = 96, seed: int = 0) -> list[s
     dirs = []
     for k, skill in enumerate(SKILLS):
         save_dataset(data_dir / f"{skill}.npz", dataset)
-        # each skill prefers a different set of messages (by the message index modulo 5)
+        # each skill prefers a different set of messages (by the message index modulo the number of skills)
         def liked(i: int) -> int:
             text = bytes(messages[i, 1]).rstrip(b"\0").decode()
             return int(TINY_MESSAGES.index(text) % len(SKILLS) == k)
         labels = np.array([2 if liked(2 * j) == liked(2 * j + 1) else (0 if liked(2 * j) else 1)
                            for j in range(pairs)], dtype=np.int32)
-        experiment = f"llama3_{skill}_default"
+        experiment = SKILL_SPECS[skill].experiment
         save_preferences(pref_dir / f"{experiment}.npy", labels)
         train_reward(RewardTrainingConfig(
             dataset_dir=str(data_dir), preference_dir=str(pref_dir), experiment=experiment,

@@ -30,6 +30,7 @@ import random
 import numpy as np
 
 from common.nethack.messages import decode_message
+from common.vocabulary import NUM_SKILLS
 from rl_baseline.collect.config import ExplorerConfig
 from rl_baseline.sf.cfg import DEFAULT_QUANTILES, SkillEnvConfig, parse_quantiles, parse_reward_dirs
 
@@ -62,7 +63,7 @@ def main() -> None:
 
     dirs = parse_reward_dirs(args.reward_dir)
     config = SkillEnvConfig(max_episode_steps=args.max_episode_steps, reward_dirs=tuple(dirs),
-                            quantiles=tuple(parse_quantiles(DEFAULT_QUANTILES, 5)) if dirs else (),
+                            quantiles=tuple(parse_quantiles(DEFAULT_QUANTILES, NUM_SKILLS)) if dirs else (),
                             llm_reward=0.1 if dirs else 0.0)
     if args.skill_reward_timing is not None:
         config = dataclasses.replace(config, reward_timing=args.skill_reward_timing)

@@ -13,7 +13,8 @@ The policy part is either
 It is joined with the ``skill_precondition`` / ``skill_termination`` methods (from the
 generation run's ``_seed{N}/skill_functions.py`` when it produced them; else each method
 from ``{task}/skill_functions.py`` when the task defines it there, on purpose; else from the
-one shared copy ``parts/skill_functions.py``), for a hand-written reference also with the
+one shared copy ``parts/skill_functions.py``, whose ``skill_termination`` branches are rendered from the
+skill files by :mod:`code_generation.skill_rules`), for a hand-written reference also with the
 navigation methods of ``parts/navigation.py`` that the reference does not define itself
 (``select_skill``, ``explore_then_move``, ``reach_gnomish_mines``, ``reach_dungeons_of_doom``:
 the release's ways of moving through the dungeon, shared by the ten references), and with the task's
@@ -22,7 +23,9 @@ generated class is kept as ``generated_initial_values`` and called first) into
 ``{out_root}/{task}/seed{N}/execution.py`` (with ``__init__.py`` files so it imports
 as a package module). The result is checked with the validator the run-time uses,
 its reference unit test runs in the sandbox, and it is imported through
-:mod:`code_generation.loader` (as the run-time imports it) and called once before the call returns.
+:mod:`code_generation.loader` (as the run-time imports it) and called once before the call returns; a module whose
+``skill_termination`` ends a skill of the active set at once is refused there
+(:func:`code_generation.loader.refuse_instant_endings`).
 """
 from __future__ import annotations
 
@@ -39,9 +42,14 @@ from code_generation.isolation import (
     IsolatedPlayerHost,
     ModuleRefused,
 )
-from code_generation.loader import COMBINED_FOOTER, MetaPolicyError, read_checked_source  # noqa: F401
+from code_generation.loader import (  # noqa: F401
+    COMBINED_FOOTER,
+    MetaPolicyError,
+    read_checked_source,
+    refuse_instant_endings,
+)
 from code_generation.policy_host import load_player_class
-from code_generation.prompts import PROMPT_DIR
+from code_generation.prompts import PROMPT_DIR, harness_text
 from code_generation.sandbox import (
     FULL_METHODS,
     PLAYER_CLASS,
@@ -50,6 +58,7 @@ from code_generation.sandbox import (
     run_in_sandbox,
     split_unit_test,
 )
+from code_generation.skill_rules import TemplateError, render_skill_functions
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S
 from common.atomic_io import atomic_write_text
 from common.file_errors import read_text
@@ -84,12 +93,13 @@ NAVIGATION_METHODS = ("select_skill", "explore_then_move", "reach_gnomish_mines"
 JOINED_METHODS = SKILL_METHODS + ("set_initial_values",)
 
 
-def _find_methods(path: Path) -> list[tuple[str, str]]:
-    """(name, source) of every function defined in ``path``, in file order (inside a NetHackPlayer class or at
-    top level; methods given inside a class are taken out of it)."""
-    if not path.is_file():
-        raise CombineError(f"part not found: {path}")
-    text = _read_part(path)
+def _find_methods(path: Path, text: str | None = None) -> list[tuple[str, str]]:
+    """(name, source) of every function defined in ``path`` (or in ``text``, rendered from it), in file order
+    (inside a NetHackPlayer class or at top level; methods given inside a class are taken out of it)."""
+    if text is None:
+        if not path.is_file():
+            raise CombineError(f"part not found: {path}")
+        text = _read_part(path)
     module_part = split_unit_test(text)[0]
     try:
         tree = ast.parse(module_part)
@@ -121,16 +131,28 @@ def _methods(path: Path, names: tuple[str, ...]) -> str:
     return "\n\n".join(pieces)
 
 
+def shared_skill_functions(prompt_dir: str | Path | None = None) -> str:
+    """``parts/skill_functions.py`` with ``skill_termination``'s branches rendered from the skill files
+    (:mod:`code_generation.skill_rules`); for the designed five, the text the file held before it was a template."""
+    path = (Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR) / SHARED_SKILL_PART
+    if not path.is_file():
+        raise CombineError(f"part not found: {path}")
+    try:
+        return render_skill_functions(_read_part(path), where=str(path))
+    except TemplateError as exc:
+        raise CombineError(str(exc)) from None
+
+
 def _part_skill_functions(base: Path, task: str) -> tuple[str, dict[str, str]]:
     """The skill functions taken from the parts, and for each method the part it came from.
 
     A method comes from ``{task}/skill_functions.py`` when the task defines it there (its skill
-    functions differ on purpose: the exploration task's skill_termination), else from the one
-    shared copy ``parts/skill_functions.py``.
+    functions differ on purpose), else from the one shared copy ``parts/skill_functions.py``, rendered for the
+    active skill set (:func:`shared_skill_functions`).
     """
     task_part = base / task / "skill_functions.py"
     own = dict(_find_methods(task_part)) if task_part.is_file() else {}
-    shared = dict(_find_methods(base / SHARED_SKILL_PART))
+    shared = dict(_find_methods(base / SHARED_SKILL_PART, shared_skill_functions(base)))
     pieces, origin = [], {}
     for name in SKILL_METHODS:
         if name in own:
@@ -296,10 +318,9 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
                            + "\n".join(f"- {p}" for p in problems))
     output = ""
     if run_test:
-        harness = (base / "unit_test_harness.py").read_text(encoding="utf-8")
         test = (base / task / "reference_check.py").read_text(encoding="utf-8")
-        result = run_in_sandbox(text, limits, required_methods=FULL_METHODS, prelude=[harness], extra_sources=[test],
-                                trust_generated_code=trust_generated_code)
+        result = run_in_sandbox(text, limits, required_methods=FULL_METHODS, prelude=[harness_text(base)],
+                                extra_sources=[test], trust_generated_code=trust_generated_code)
         output = result.feedback()
         if not result.ok and not force:
             source = Path(gen_dir) / task / f"_seed{seed}" / "execution.py"
@@ -320,7 +341,8 @@ def combine(task: str, seed: int, gen_dir: str | Path = "code_generation",
 def _start_as_an_episode(target: Path, call_budget_s: float | None, trust_generated_code: bool) -> str:
     """The written module started as an episode starts it (constructor, ``set_initial_values``, a first
     ``perform_task``), where the runtime runs it; its first skill. A module that loops forever was written with
-    --force after its unit test flagged it: the bound per call keeps it from hanging this command."""
+    --force after its unit test flagged it: the bound per call keeps it from hanging this command. A module that
+    would end a skill at once is refused (:func:`code_generation.loader.refuse_instant_endings`)."""
     source = read_checked_source(target)
     budget = call_budget_s if call_budget_s is not None else (
         DEFAULT_CALL_TIMEOUT_S if trust_generated_code else DEFAULT_ISOLATED_CALL_TIMEOUT_S)
@@ -341,6 +363,11 @@ def _start_as_an_episode(target: Path, call_budget_s: float | None, trust_genera
             skill = peeked.get("value") if isinstance(peeked, dict) else None
             reply = host.request(1, [["next", skill, 1, 0, False, False]])
             first = reply.results[0] if reply.results is not None else None
+        if not reply.errors:  # (a module whose calls fail is named for that below)
+            try:
+                refuse_instant_endings(host, target)
+            except MetaPolicyError as exc:
+                raise CombineError(f"{exc} (the module was written)") from None
     finally:
         host.close()
     for what, text in reply.errors:

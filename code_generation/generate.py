@@ -34,6 +34,7 @@ from code_generation.prompts import (
     parse_verdict,
 )
 from code_generation.sandbox import POLICY_METHODS, SandboxLimits, SandboxResult, run_in_sandbox, split_unit_test
+from code_generation.skill_rules import time_budget_skills
 from common.atomic_io import atomic_write_text
 from common.llm import Backend, Message
 
@@ -158,6 +159,15 @@ def _refine(conv: _Conversation, prompts: TaskPrompts, config: GenerationConfig,
     return None, config.max_iters
 
 
+def _budgets_under_test() -> list[str]:
+    """The time budgets the skill functions are checked with, set as a task's ``set_initial_values`` sets them:
+    500 turns for a skill that may always start, 20 times that for one that needs a shopkeeper or an altar (the
+    release's ratio); a budget with a default in its skill file is left unset, as the tasks leave it."""
+    lines = [f"self.{s.budget_attribute} = {500 if s.start == 'always' else 10000}"
+             for s in time_budget_skills() if s.budget_default is None]
+    return lines or ["pass"]
+
+
 def _generate_skill_functions(client: Backend, prompts: TaskPrompts, config: GenerationConfig,
                               transcript: Transcript) -> str | None:
     """Asks for skill_precondition / skill_termination; accepted when the harness checks pass."""
@@ -170,9 +180,7 @@ def _generate_skill_functions(client: Backend, prompts: TaskPrompts, config: Gen
         "        self.branch_depth = branch_depth\n"
         "        self.set_initial_values()\n\n"
         "    def set_initial_values(self):\n"
-        "        self.discoverer_skill_steps = 500\n"
-        "        self.merchant_skill_steps = 10000\n"
-        "        self.worshipper_skill_steps = 10000\n\n\n"
+        + "".join(f"        {line}\n" for line in _budgets_under_test()) + "\n\n"
         "check_skill_functions(SkillFunctionsUnderTest)\n"
         "print('UNIT TEST PASSED')\n"
     )

@@ -3,18 +3,21 @@
 The one place where generated (or hand-written) policy code is read: the file's bytes must be plain UTF-8
 and pass the static code check of :mod:`code_generation.sandbox` (a first filter); the text it checked is
 the text that runs, in the isolated child of :mod:`code_generation.isolation` (or, under
-``--trust_generated_code``, compiled in this process by :func:`load_class`). The run-time guard that calls
-the module during an episode is :mod:`rl_baseline.skills.meta_policy`.
+``--trust_generated_code``, compiled in this process by :func:`load_class`). Once loaded, a module whose
+``skill_termination`` would end a skill of the active set at once is refused (:func:`refuse_instant_endings`).
+The run-time guard that calls the module during an episode is :mod:`rl_baseline.skills.meta_policy`.
 """
 from __future__ import annotations
 
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 from code_generation.isolation import source_digest
 from code_generation.policy_host import load_player_class
 from code_generation.sandbox import FULL_METHODS, check_source
+from common.vocabulary import SKILLS
 
 logger = logging.getLogger(__name__)
 
@@ -117,3 +120,31 @@ def player_class(path: Path, source: str) -> type:
 def load_class(task: str, seed: int, root: str | Path | None = None) -> type:
     """``{root}/{task}/seed{seed}/execution.py`` checked and compiled in this process (:func:`player_class`)."""
     return player_class(*checked_module(task, seed, root))
+
+
+#: a skill's first turn with nothing happening: no depth change, no shopkeeper or altar in view (the arguments of
+#: ``skill_termination`` after the skill, as the runtime passes them)
+FIRST_TURN = (0, 1, 1, [False, False])
+
+
+def refuse_instant_endings(host: Any, path: str | Path, skills: tuple[str, ...] = SKILLS) -> None:
+    """Refuses the module ``host`` runs when its ``skill_termination`` ends a skill of ``skills`` on the skill's
+    first turn with nothing happening: that skill would end at every step. A generated ``skill_termination``
+    returns True for a skill it has no branch for, so a skill added to the skill files after the module was
+    written is the usual cause; a call that raises (a time budget ``set_initial_values`` does not set) ends the
+    skill too, as the runtime's fallback does. One request on a player of its own (``host``: an
+    :class:`~code_generation.isolation.IsolatedPlayerHost` or an ``InProcessPlayerHost``); raises
+    :class:`MetaPolicyError` naming the skills."""
+    reply = host.request(host.new_handle(), [["new", None]] + [["term", s, *FIRST_TURN] for s in skills] + [["drop"]])
+    errors = "; ".join(f"{what}: {text}" for what, text in reply.errors)
+    if reply.results is None or reply.results[0] is None:
+        raise MetaPolicyError(f"{path}: refused: its player could not be made to ask skill_termination"
+                              f"{' (' + errors + ')' if errors else ''}")
+    ending = [s for s, out in zip(skills, reply.results[1:]) if out is None or out]
+    if ending:
+        raise MetaPolicyError(
+            f"{path}: refused: skill_termination ends the skill{'s' if len(ending) > 1 else ''} "
+            f"{', '.join(ending)} on {'their' if len(ending) > 1 else 'its'} first turn (skill_time 0, no depth "
+            f"change, no shopkeeper or altar in view), so {'they' if len(ending) > 1 else 'it'} would end at every "
+            f"step; every skill of the skill set ({', '.join(skills)}) needs its branch (a skill the module does "
+            f"not know ends at once){' (' + errors + ')' if errors else ''}")

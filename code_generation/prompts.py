@@ -2,17 +2,22 @@
 
 Layout (all under the package folder ``code_generation/``):
 
-* ``system_prompt.txt``, ``unit_test_prompt.txt``, ``unit_test_harness.py``
-* ``skills/{skill}_initiation.txt``, ``skills/{skill}_termination.txt``,
-  ``skill_functions_prompt.txt`` (asks for ``skill_precondition`` / ``skill_termination``)
-* ``parts/skill_functions.py``: reference ``skill_precondition`` / ``skill_termination``
-  methods joined by ``scripts.combine`` when a run generated none (their one copy)
+* ``system_prompt.txt``, ``unit_test_prompt.txt``
+* ``unit_test_harness.py``: a template, rendered for the active skill set by
+  :func:`code_generation.skill_rules.render_harness` (:func:`harness_text`)
+* ``skill_functions_prompt.txt`` (asks for ``skill_precondition`` / ``skill_termination``)
+* ``parts/skill_functions.py``: the template of the reference ``skill_precondition`` /
+  ``skill_termination`` methods (``skill_termination``'s branches rendered from the skill files by
+  :mod:`code_generation.skill_rules`), joined by ``scripts.combine`` when a run generated none (their one copy)
 * ``{task}/initial_prompt.txt``, ``check_prompt.txt``, ``rewrite_prompt.txt``,
   ``initial_values.txt`` (the ``set_initial_values`` method), ``reference_check.py`` (the
   task's reference unit test), and for composite tasks ``attributes_prompt.txt``.
 * parts of the shipped modules, read by ``scripts.combine`` (the prompts do not read them):
-  ``{task}/reference_policy.py`` (the hand-written reference policy) and, for the exploration
-  task, ``{task}/skill_functions.py`` (its own ``skill_termination``).
+  ``{task}/reference_policy.py`` (the hand-written reference policy), ``parts/navigation.py``, and a
+  ``{task}/skill_functions.py`` where a task's skill functions differ on purpose (none does today).
+
+The skills themselves (their names, descriptions, when each may start and when it ends, and how many there
+are) come from the skill files (``skills/*.toml``, :data:`common.vocabulary.SKILL_SET`), never from here.
 
 Placeholders are written ``{{name}}`` and replaced verbatim (code contains braces).
 """
@@ -23,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from code_generation.sandbox import PLAYER_CLASS, split_unit_test
-from common.vocabulary import COMPOSITE_TASKS, SKILL_DESCRIPTIONS, SKILLS, TRAINING_TASK, check_task
+from code_generation.skill_rules import budget_attributes_text, render_harness
+from common.skill_files import SkillSet
+from common.vocabulary import COMPOSITE_TASKS, SKILL_SET, TRAINING_TASK, check_task
 
 PROMPT_DIR = Path(__file__).resolve().parent
 TASK_FILES = ("initial_prompt.txt", "check_prompt.txt", "rewrite_prompt.txt", "initial_values.txt", "reference_check.py")
@@ -57,14 +64,17 @@ def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def skills_text(prompt_dir: Path = PROMPT_DIR) -> str:
-    """The skills, each with its description, initiation and termination conditions."""
-    lines = []
-    for i, skill in enumerate(SKILLS):
-        init = _read(prompt_dir / "skills" / f"{skill}_initiation.txt").strip()
-        term = _read(prompt_dir / "skills" / f"{skill}_termination.txt").strip()
-        lines.append(f"{i}. {skill}: {SKILL_DESCRIPTIONS[skill]}.\n   Can start: {init}\n   Ends: {term}")
-    return "\n".join(lines)
+def skills_text(skill_set: SkillSet = SKILL_SET) -> str:
+    """The skills, each with its description and when it may start and ends (the skill files' texts)."""
+    return "\n".join(f"{s.index}. {s.name}: {s.description}.\n   Can start: {s.can_start}\n   Ends: {s.ends}"
+                     for s in skill_set.specs)
+
+
+def harness_text(prompt_dir: str | Path | None = None) -> str:
+    """The unit-test harness (``unit_test_harness.py``) rendered for the active skill set: the text the model is
+    shown and the sandbox runs before every unit test."""
+    path = (Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR) / "unit_test_harness.py"
+    return render_harness(_read(path), where=str(path))
 
 
 @dataclass
@@ -89,16 +99,18 @@ class TaskPrompts:
         check_task(task)
         base = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
         folder = base / task
-        harness = _read(base / "unit_test_harness.py")
+        harness = harness_text(base)
         unit_test_request = _read(base / "unit_test_prompt.txt")
-        skills = skills_text(base)
+        skills = skills_text()
+        number = SKILL_SET.number_word  # the prompts say how many skills there are, from the skill files
         common = dict(existing_class=existing_class.strip(), harness=harness.strip(), skills=skills,
-                      unit_test_request=unit_test_request.strip(), task=task)
+                      unit_test_request=unit_test_request.strip(), task=task, number_of_skills=number)
         initial = fill(_read(folder / "initial_prompt.txt"), **common)
         attributes = None
         if task in COMPOSITE_TASKS:
             attributes = fill(_read(folder / "attributes_prompt.txt"), task=task)
-        skill_fn = fill(_read(base / "skill_functions_prompt.txt"), skills=skills, harness=harness.strip())
+        skill_fn = fill(_read(base / "skill_functions_prompt.txt"), skills=skills, harness=harness.strip(),
+                        number_of_skills=number, budget_attributes=budget_attributes_text())
         return cls(task=task, system=_read(base / "system_prompt.txt").strip(), initial=initial,
                    check=_read(folder / "check_prompt.txt"), rewrite=_read(folder / "rewrite_prompt.txt"),
                    initial_values=_read(folder / "initial_values.txt"),

@@ -1,3 +1,7 @@
+## A template: code_generation/skill_rules.py fills each {{placeholder}} from the skill files (skills/*.toml)
+## and drops these lines; the language model and the sandbox see the result (prompts.harness_text). The
+## placeholders are no names to the linter, and the checks that use term and none are rendered:
+## ruff: noqa: F821, F841
 # Unit-test harness for policies over skills: a small simulated dungeon.
 #
 # This file is plain Python that is appended after a NetHackPlayer class and run in
@@ -7,14 +11,7 @@
 #
 # The simulation works at the level of skills: every call of perform_task picks the
 # next skill, which then runs to completion:
-#   discoverer  explores the level: gold, kills, experience, items; may bring the
-#               hero near a shopkeeper or an altar; eats when hungry.
-#   descender   goes one level down. On the Dungeons of Doom level holding the
-#               Gnomish Mines entrance, half of the descents lead into the Mines.
-#   ascender    goes one level up; from the first Mines level back to the Dungeons
-#               of Doom; from depth 1 of the Dungeons of Doom out of the dungeon.
-#   merchant    sells one item when a shopkeeper is near the hero.
-#   worshipper  drops the items on an altar near the hero (BUC identification).
+# {{sim_skill_notes}}
 # branch_number follows NetHack: 0 the Dungeons of Doom, 2 the Gnomish Mines.
 # branch_depth is -2 until the Mines entrance is known, then the depth of the Dungeons
 # of Doom level holding it (as in the game run-time): known once both down staircases of
@@ -22,7 +19,7 @@
 # descent led into the Mines.
 import random
 
-SIM_SKILLS = ("discoverer", "descender", "ascender", "worshipper", "merchant")
+SIM_SKILLS = {{sim_skills}}
 SIM_COLOR_MAP = {
     "black": 0, "red": 1, "green": 2, "brown": 3, "blue": 4, "magenta": 5, "cyan": 6,
     "gray": 7, "no_color": 8, "orange": 9, "bright_green": 10, "yellow": 11,
@@ -94,7 +91,7 @@ class SimDungeon:
             raise ValueError("perform_task returned an unknown skill: " + repr(skill))
         rng = self.rng
         self.just_eaten = False
-        if skill == "discoverer":
+        if {{explores_skills}}:
             spent = 100
             self.gold += rng.randint(0, 4)
             self.kills += rng.randint(0, 2)
@@ -115,7 +112,7 @@ class SimDungeon:
                 self.hunger = 1
                 if self.branch == 2:
                     self.ate_in_mines = True
-        elif skill == "descender":
+        elif {{descends_skills}}:
             spent = 50
             self.adjacent = None
             if self.branch == 0 and self.depth == self.mines_entrance and rng.random() < 0.5:
@@ -126,7 +123,7 @@ class SimDungeon:
                 self.depth = min(self.depth + 1, self.mines_bottom)
             else:
                 self.depth = min(self.depth + 1, self.dungeon_bottom)
-        elif skill == "ascender":
+        elif {{ascends_skills}}:
             spent = 50
             self.adjacent = None
             if self.branch == 0 and self.depth == 1:
@@ -136,7 +133,7 @@ class SimDungeon:
                 self.depth -= 1
             else:
                 self.depth -= 1
-        elif skill == "merchant":
+        elif {{sells_skills}}:
             spent = 200
             if self.adjacent == "shop" and self.items > 0:
                 self.items -= 1
@@ -187,7 +184,7 @@ def run_episode(player_class, seed, max_steps=200, max_depth=5, stop=None, verbo
     player = player_class(max_depth, -2)
     if hasattr(player, "set_initial_values"):
         player.set_initial_values()
-    skill = player.skill if hasattr(player, "skill") else "discoverer"
+    skill = player.skill if hasattr(player, "skill") else {{first_skill}}
     seen_kills = 0
     for step in range(max_steps):
         seen_kills = sim_sync_player(player, sim, seen_kills)
@@ -225,15 +222,7 @@ def check_skill_functions(player_class):
     if hasattr(player, "skill_termination"):
         term = player.skill_termination
         none = [False, False]
-        assert term("descender", 5, 2, 1, none), "descender must end when the depth changed"
-        assert not term("descender", 5, 1, 1, none), "descender must go on while the depth is the same"
-        assert term("ascender", 5, 1, 2, none), "ascender must end when the depth changed"
-        assert not term("ascender", 5, 2, 2, none), "ascender must go on while the depth is the same"
-        assert not term("discoverer", 0, 1, 1, none), "discoverer must not end at once"
-        assert term("discoverer", 10 ** 6, 1, 1, none), "discoverer must end after a fixed time"
-        assert not term("merchant", 0, 1, 1, none), "merchant must not end at once"
-        assert term("merchant", 10 ** 7, 1, 1, none), "merchant must end after a fixed time"
-        assert term("worshipper", 10 ** 7, 1, 1, none), "worshipper must end after a fixed time"
+        # {{termination_checks}}
     if hasattr(player, "skill_precondition"):
         sim = SimDungeon(0)
         sim.items = 2
@@ -261,7 +250,7 @@ def run_trials(player_class, trials=10, max_steps=200, max_depth=5, stop=None, v
 
 
 def check_initiation(sims, way_first_near_entrance=False):
-    """Every time a shopkeeper (altar) was near the hero with items held, merchant (worshipper) was chosen.
+    """Every time a shopkeeper (altar) was near the hero with items held, {{shopkeeper_skills}} ({{altar_skills}}) was chosen.
 
     way_first_near_entrance: except on the level of the known Mines entrance and the level below it,
     where a policy may take the staircase first."""
@@ -269,10 +258,10 @@ def check_initiation(sims, way_first_near_entrance=False):
         for entry in sim.history:
             if way_first_near_entrance and entry["depth"] in (entry["branch_depth"], entry["branch_depth"] + 1):
                 continue
-            if entry["merchant_ok"] and entry["skill"] != "merchant":
+            if entry["merchant_ok"] and {{not_a_shopkeeper_skill}}:
                 raise AssertionError("step %d: a shopkeeper was near the hero but %s was chosen"
                                      % (entry["step"], entry["skill"]))
-            if entry["worshipper_ok"] and not entry["merchant_ok"] and entry["skill"] != "worshipper":
+            if entry["worshipper_ok"] and not entry["merchant_ok"] and {{not_an_altar_skill}}:
                 raise AssertionError("step %d: an altar was near the hero but %s was chosen"
                                      % (entry["step"], entry["skill"]))
 

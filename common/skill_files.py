@@ -359,6 +359,9 @@ def load_skill_set(paths: Iterable[str | Path] = (DEFAULT_SKILLS_DIR,)) -> Skill
             last = max(by_index)
             raise SkillFileError(f"{by_index[last].path}: index: {last} leaves a gap (no skill has index {i}; the "
                                  f"indexes must run 0 to {len(specs) - 1})")
+    if not any(s.start == "always" for s in specs):
+        raise SkillFileError(f"{by_index[0].path}: rules.start: no skill of the set may always start (start = "
+                             "\"always\"): a policy over skills falls back on one when nothing else can start")
     return SkillSet(tuple(by_index[i] for i in range(len(specs))))
 
 

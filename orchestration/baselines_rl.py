@@ -6,7 +6,7 @@ name                           what runs (per evaluation task where it says "per
 ``motif_task``                 Motif task-specific: per task, annotation of Motif's dataset layout with the
                                task's description as the goal, one reward model, RL on that task
                                (Motif's single-reward agent plus the score), evaluation on it
-``motif_equivalent``           the same, the prompt also holding the five skills' descriptions, the task
+``motif_equivalent``           the same, the prompt also holding the skills' descriptions, the task
                                description and the task's policy over skills (equivalent prompting)
 ``embedding_reward``           per task: RL with the cosine similarity of sentence embeddings of the task
                                description and the message as intrinsic reward (plus the score)
@@ -367,7 +367,7 @@ def ablation_isolated_skills(cfg: PipelineConfig) -> list[Phase]:
     for slot in _task_slots(cfg):
         phases.append(_eval_phase(cfg, name, slot.label, base / "policy", "isolated", slot,
                                   ["--skill_policy_dirs", dirs], after=_skill_eval_after(slot, trained)))
-    label = (f"Skills trained in isolation (5 networks, {_steps(per_skill)} env steps each, "
+    label = (f"Skills trained in isolation ({len(SKILLS)} networks, {_steps(per_skill)} env steps each, "
              f"{_steps(per_skill * len(SKILLS))} in all), composed by the task's policy over skills, "
              f"{'paper scale' if _paper(cfg) else cfg.preset + ' preset, NOT comparable to the paper'}")
     phases.append(_cost_phase(cfg, name, label, phases, "none"))

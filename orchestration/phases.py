@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from common.llm import ANNOTATOR_MODEL, ANNOTATOR_MODELS_BY_SIZE, CODER_MODEL
-from common.vocabulary import EVAL_TASKS, SKILLS
+from common.skill_files import DEFAULT_SKILLS_DIR, FLAG, active_paths
+from common.vocabulary import EVAL_TASKS, SKILL_SPECS, SKILLS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REPLAY = "code_generation/replays/gnomish_seed42.jsonl"
@@ -24,6 +25,13 @@ class PipelineError(RuntimeError):
     """A bad pipeline configuration or a failed phase."""
 
 
+def active_skill_files() -> tuple[str, ...]:
+    """This process's ``--skills`` paths, absolute, for the phases' commands; none for the designed set
+    (``skills/``, every phase's default), so that the default plan's commands are the ones they always were."""
+    paths = tuple(str(Path(p).resolve()) for p in active_paths())
+    return () if paths == (str(DEFAULT_SKILLS_DIR.resolve()),) else paths
+
+
 @dataclass
 class PipelineConfig:
     """Sizes and locations of one pipeline run (see :data:`orchestration.pipeline.PRESETS`)."""
@@ -31,6 +39,8 @@ class PipelineConfig:
     preset: str = "smoke"
     out_dir: str = "train_dir/pipeline_smoke"
     skills: tuple[str, ...] = SKILLS
+    # the skill files and folders every phase runs with (--skills, absolute paths); empty: the designed skills/
+    skill_files: tuple[str, ...] = field(default_factory=active_skill_files)
     eval_targets: tuple[str, ...] = EVAL_TASKS
     # phase 0: data
     num_pairs: int = 300
@@ -145,8 +155,8 @@ class PipelineConfig:
 
 
 def annotator(skill: str) -> str:
-    """The default annotator / reward experiment name of a skill."""
-    return f"llama3_{skill}_default"
+    """The annotator / reward experiment name of a skill (its file's ``reward.experiment``)."""
+    return SKILL_SPECS[skill].experiment
 
 
 @dataclass
@@ -223,6 +233,11 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
     else:
         args += ["--stats_avg", "4", "--experiment_summaries_interval", "5"]
     return args
+
+
+def skills_args(cfg: PipelineConfig) -> list[str]:
+    """``--skills`` for every phase's command: the pipeline's skill set (none for the designed one)."""
+    return [FLAG, *cfg.skill_files] if cfg.skill_files else []
 
 
 def with_flag(args: Sequence[str], flag: str, value: str) -> list[str]:

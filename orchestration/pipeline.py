@@ -38,7 +38,7 @@ from typing import Callable, Optional, Sequence
 
 from common.flag_checks import FlagError, at_least, check_training_sizes
 from common.llm import ANNOTATOR_MODELS_BY_SIZE
-from common.vocabulary import EVAL_TASKS, SKILLS
+from common.vocabulary import EVAL_TASKS, SKILL_SET, SKILLS
 from orchestration.baselines import available, baseline_phases
 from orchestration.phases import (
     ARRAY_ID,
@@ -50,6 +50,7 @@ from orchestration.phases import (
     display_path,
     eval_protocol_args,
     skill_training_args,
+    skills_args,
 )
 
 logger = logging.getLogger(__name__)
@@ -57,14 +58,8 @@ logger = logging.getLogger(__name__)
 STATE_DIR = ".pipeline"  # under out_dir: one marker per finished phase
 LOG_DIR = "logs"
 
-# Pairs per skill in the authors' released preference files (docs/paper.md).
-PAPER_NUM_PAIRS: dict[str, int] = {
-    "discoverer": 180_000,
-    "descender": 80_000,
-    "ascender": 80_000,
-    "worshipper": 200_000,
-    "merchant": 121_000,
-}
+# Pairs per skill in the authors' released preference files (docs/paper.md): each skill file's reward.paper_pairs
+PAPER_NUM_PAIRS: dict[str, int] = {s.name: s.paper_pairs for s in SKILL_SET.specs}
 
 
 #: --annotator of the small presets -> (annotation backend, model, --answer_mode). SmolLM2-135M-Instruct is the
@@ -193,7 +188,10 @@ def reward_phase(cfg: PipelineConfig, skill: str, extra: Sequence[str] = ()) -> 
 
 def build_plan(cfg: PipelineConfig) -> list[Phase]:
     """Every phase of the pipeline for ``cfg``, in order."""
-    return _paper_plan(cfg) if cfg.preset == "paper" else _small_plan(cfg)
+    plan = _paper_plan(cfg) if cfg.preset == "paper" else _small_plan(cfg)
+    for phase in plan:  # each phase (the baselines' too) runs with the pipeline's skill set, alone or in a job
+        phase.args = phase.args + skills_args(cfg)
+    return plan
 
 
 def _small_plan(cfg: PipelineConfig) -> list[Phase]:

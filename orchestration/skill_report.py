@@ -79,9 +79,9 @@ def build_skill_report(config: SkillReportConfig) -> dict[str, Any]:
     skills = tuple(config.skills) or trained_with
     for s in skills:
         if s not in SKILLS:
-            raise ValueError(f"--skills: unknown skill {s!r}; expected some of {', '.join(SKILLS)}")
+            raise ValueError(f"--skill_names: unknown skill {s!r}; expected some of {', '.join(SKILLS)}")
         if s not in trained_with:
-            raise ValueError(f"--skills: the policy in {policy_dir} was trained with {', '.join(trained_with)}, "
+            raise ValueError(f"--skill_names: the policy in {policy_dir} was trained with {', '.join(trained_with)}, "
                              f"not with {s}")
     progress_dir = Path(config.progress_policy_dir) if config.progress_policy_dir else None
     if progress_dir is not None:

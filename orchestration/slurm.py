@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from common.skill_files import add_skills_flag
 from orchestration.baseline_registry import baseline_gpus
 from orchestration.phases import Phase, PipelineConfig, flag_value, shell_quote
 from orchestration.pipeline import build_plan, make_config
@@ -377,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vllm_setup", default=None, help="shell line activating the vLLM environment")
     p.add_argument("--sbatch", action="append", default=[],
                    help="extra #SBATCH option for every job, e.g. --sbatch=--partition=gpu (repeatable)")
+    add_skills_flag(p)  # read by slurm/render.py before this module is imported; every job's command gets it
     return p
 
 
@@ -397,7 +399,3 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     print(f"wrote {len(written)} files to {args.out}; submit with: bash {Path(args.out) / 'submit_all.sh'}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

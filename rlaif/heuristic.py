@@ -1,28 +1,15 @@
 """A rule-based STAND-IN for the LLM annotator (not the paper's method).
 
-The paper annotates pairs with Llama 3.1 70B. These hand-written rules, derived
-from the five skill descriptions in :mod:`common.vocabulary`, exist for CPU smoke runs,
-tests, and for measuring how often an LLM agrees with simple rules. They read the
-same captions the LLM reads (parsed back out of the prompt text) and reply in the
-same text format (a short explanation and an ``Answer: ...`` line), so the very
-same parsing path runs as for a real model.
+The paper annotates pairs with Llama 3.1 70B. These hand-written rules exist for CPU smoke runs, tests, and for
+measuring how often an LLM agrees with simple rules. They read the same captions the LLM reads (parsed back out
+of the prompt text) and reply in the same text format (a short explanation and an ``Answer: ...`` line), so the
+very same parsing path runs as for a real model. Scores are compared; equal scores give ``Answer: none``.
 
-Rules in short (scores are compared; equal scores give ``Answer: none``):
-
-* discoverer: gold picked up, items picked up (``f - a scroll ...``), monsters
-  killed, experience gained; any change of dungeon level is strongly bad.
-* descender (the release's goal: going down is urgent, staying strongly avoided, going up
-  worse): going deeper is strongly good and going up strongly bad; on the same level a down
-  staircase in sight is mildly good, and what keeps the hero busy there instead (a fight,
-  being hit, hunger, eating, praying, picking things up, trading) is bad, as is losing hit
-  points; other messages of the same level neither.
-* ascender (only going up counts, staying strongly disliked whatever the consequences): the
-  mirror image, with up staircases.
-* worshipper: altar messages, and above all the black/amber flash of a
-  dropped item on an altar; praying and angering the god are bad.
-* merchant: shopkeeper greetings, offers, sales and purchases; stealing,
-  owing money and angry shopkeepers are bad.
-* every skill: dying and angering the god are very bad.
+Each skill's rules come from its skill file's ``[stand_in]`` table (:mod:`common.skill_files`, compiled by
+:class:`StandInRules`): stat terms (levels gone down or up, gold and experience gained, hit points lost on the
+level), then message rules in file order, each adding its score once when one of its named patterns
+(:data:`NAMED_PATTERNS`) or phrases is in the current message (or in the previous and the current one). For
+every skill, dying (-20) and angering the god (-10) are very bad.
 
 Motif's goal keys (``scripts.annotate_pairs_dataset --goal-key``), read from the judge's two
 descriptions (messages, optionally with stats; :func:`rlaif.captions.motif_description`),
@@ -53,10 +40,11 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from common.llm import Backend, BackendError, Conversation, register_backend
-from common.vocabulary import SKILLS, skill_index
+from common.skill_files import STAND_IN_PATTERNS, STAND_IN_STATS, SkillSpec
+from common.vocabulary import SKILL_SPECS, SKILLS, skill_index
 from rlaif.captions import (
     LABEL_DEPTH,
     LABEL_GOLD,
@@ -156,59 +144,91 @@ _LEVEL_UP = _pattern("welcome to experience level")
 _STATUS_RE = re.compile(r"Dlvl:(-?\d+) \$:(-?\d+)")
 
 
-def _message_score(message_before: str, message_after: str, skill: str) -> float:
-    """The part of the score read from the messages (cached: NetHack repeats messages)."""
-    msgs = (message_before + " " + message_after).lower()
-    after = message_after.lower()
-    s = 0.0
-    if _DEATH.search(msgs):
-        s -= 20.0
-    if _GOD_ANGER.search(msgs):
-        s -= 10.0
-    if skill == "discoverer":
-        if _PICKUP.search(message_after):
-            s += 2.0
-        if _KILL.search(after):
-            s += 3.0
-        if _FIND.search(after):
-            s += 0.5
-    elif skill in ("descender", "ascender"):
-        if (_DOWN_STAIRS if skill == "descender" else _UP_STAIRS).search(after):
-            s += 1.0
-        if _BUSY.search(after) or _PICKUP.search(message_after):
-            s -= 2.0
-    elif skill == "worshipper":
-        if _FLASH.search(after):
-            s += 6.0
-        if _ALTAR.search(after):
-            s += 2.0
-        if _DROP.search(after):
-            s += 1.0
-        if _PRAY.search(msgs):
-            s -= 2.0
-    elif skill == "merchant":
-        if _SHOP_GOOD.search(after):
-            s += 3.0
-        if _SALE.search(after):
-            s += 2.0
-        if _SHOP_BAD.search(msgs):
-            s -= 6.0
-    else:
-        raise ValueError(f"unknown skill {skill!r}; valid skills: {', '.join(SKILLS)}")
-    return s
+#: the named patterns a skill file's message rule may match (``[stand_in] message``'s ``match``)
+NAMED_PATTERNS: dict[str, re.Pattern[str]] = {
+    "pickup": _PICKUP, "kill": _KILL, "find": _FIND, "down_stairs": _DOWN_STAIRS, "up_stairs": _UP_STAIRS,
+    "busy": _BUSY, "flash": _FLASH, "altar": _ALTAR, "drop": _DROP, "pray": _PRAY, "shop_good": _SHOP_GOOD,
+    "sale": _SALE, "shop_bad": _SHOP_BAD, "fight": _FIGHT,
+}
+assert set(NAMED_PATTERNS) == set(STAND_IN_PATTERNS), "the stand-in defines exactly the patterns files may name"
+#: patterns searched on the raw message, not the lower-cased one: an inventory letter's case matters
+_CASE_SENSITIVE = frozenset({"pickup"})
+
+#: the stat terms a skill file weighs (``[stand_in] stats``), from the depth, gold, experience and hit point changes
+_STAT_TERMS: dict[str, Callable[[int, int, int, int], int]] = {
+    "level_down": lambda depth, gold, xp, hp: max(depth, 0),
+    "level_up": lambda depth, gold, xp, hp: max(-depth, 0),
+    "level_change": lambda depth, gold, xp, hp: abs(depth),
+    "gold_gained": lambda depth, gold, xp, hp: int(gold > 0),
+    "xp_gained": lambda depth, gold, xp, hp: int(xp > 0),
+    "hp_lost_on_level": lambda depth, gold, xp, hp: int(depth == 0 and hp < 0),
+}
+assert tuple(_STAT_TERMS) == STAND_IN_STATS, "the stand-in computes exactly the stat terms files may weigh"
 
 
-def _stats_score(depth_change: int, gold_change: int, xp_change: int, skill: str, hp_change: int = 0) -> float:
-    """The part of the score read from the stat changes."""
-    d = depth_change
-    if skill == "discoverer":
-        return -10.0 * abs(d) + 3.0 * (gold_change > 0) + 2.0 * (xp_change > 0)
-    if skill in ("descender", "ascender"):
-        # the right way is all that counts; the wrong way is worse than staying; on the level, losing hit points
-        # (a fight) keeps the hero from it
-        towards = d if skill == "descender" else -d
-        return 10.0 * towards - 1.0 * (d == 0 and hp_change < 0)
-    return -2.0 * abs(d)  # worshipper, merchant: stay on the level
+@dataclass(frozen=True)
+class _MessageRule:
+    score: float
+    both: bool  # where = "both": the previous and the current message, else the current one
+    lowered: tuple[re.Pattern[str], ...]  # searched on the lower-cased text (the phrases are lower-cased on reading)
+    raw: tuple[re.Pattern[str], ...]  # searched on the text as the game wrote it
+
+
+@dataclass(frozen=True)
+class StandInRules:
+    """One skill's stand-in rules, compiled from its file's ``[stand_in]`` table."""
+
+    skill: str
+    messages: tuple[_MessageRule, ...]
+    stats: tuple[tuple[float, Callable[[int, int, int, int], int]], ...]
+
+    @classmethod
+    def from_spec(cls, spec: SkillSpec) -> StandInRules:
+        messages = []
+        for rule in spec.stand_in_messages:
+            lowered = [NAMED_PATTERNS[m] for m in rule.match if m not in _CASE_SENSITIVE]
+            if rule.phrases:
+                lowered.append(_pattern(*rule.phrases))
+            raw = tuple(NAMED_PATTERNS[m] for m in rule.match if m in _CASE_SENSITIVE)
+            messages.append(_MessageRule(rule.score, rule.where == "both", tuple(lowered), raw))
+        # the terms in one fixed order (STAND_IN_STATS), whatever the file's
+        stats = tuple((spec.stand_in_stats[term], _STAT_TERMS[term]) for term in STAND_IN_STATS
+                      if term in spec.stand_in_stats)
+        return cls(spec.name, tuple(messages), stats)
+
+    def message_score(self, message_before: str, message_after: str) -> float:
+        """The part of the score read from the messages."""
+        both_raw = message_before + " " + message_after
+        msgs = both_raw.lower()
+        after = message_after.lower()
+        s = 0.0
+        if _DEATH.search(msgs):
+            s -= 20.0
+        if _GOD_ANGER.search(msgs):
+            s -= 10.0
+        for rule in self.messages:
+            lowered, raw = (msgs, both_raw) if rule.both else (after, message_after)
+            if any(p.search(lowered) for p in rule.lowered) or any(p.search(raw) for p in rule.raw):
+                s += rule.score
+        return s
+
+    def stats_score(self, depth_change: int, gold_change: int, xp_change: int, hp_change: int = 0) -> float:
+        """The part of the score read from the stat changes."""
+        s = 0.0
+        for weight, term in self.stats:
+            s += weight * term(depth_change, gold_change, xp_change, hp_change)
+        return s
+
+
+_RULES: dict[str, StandInRules] = {name: StandInRules.from_spec(spec) for name, spec in SKILL_SPECS.items()}
+
+
+def rules_for(skill: str) -> StandInRules:
+    """The stand-in rules of a skill of this process's skill set, with an error that lists the valid names."""
+    try:
+        return _RULES[skill]
+    except KeyError:
+        raise ValueError(f"unknown skill {skill!r}; valid skills: {', '.join(SKILLS)}") from None
 
 
 #: signal weights per Motif goal: (kill, fight, gold, descend, staircase down in view, level up, item)
@@ -271,7 +291,8 @@ def description_score(description: str, goal: str) -> float:
     if goal not in _GOAL_WEIGHTS:  # a skill: its message rules on the whole text, its depth rules on the stats
         if depth_change == 0:  # without stats, a stair message says which way the hero went
             depth_change = 1 if _DESCEND.search(text) else -1 if _ASCEND.search(text) else 0
-        return _message_score("", description, goal) + _stats_score(depth_change, gold_change, 0, goal)
+        rules = rules_for(goal)
+        return rules.message_score("", description) + rules.stats_score(depth_change, gold_change, 0)
     kill, fight, gold, descend, down, level, item = _GOAL_WEIGHTS[goal]
     s = 0.0
     if _DEATH.search(text):
@@ -310,26 +331,28 @@ def judge_descriptions(prompt_text: str, goal: str, parts: Sequence[str], answer
 
 def score(observation: Observation, skill: str) -> float:
     """Higher is better for ``skill``."""
-    o = observation
-    return _message_score(o.message_before, o.message_after, skill) + _stats_score(
-        o.depth_change, o.gold_change, o.xp_change, skill, o.hp_change
+    o, rules = observation, rules_for(skill)
+    return rules.message_score(o.message_before, o.message_after) + rules.stats_score(
+        o.depth_change, o.gold_change, o.xp_change, o.hp_change
     )
 
 
+#: message scores by (skill, message before, message after): NetHack repeats its messages
 _MESSAGE_CACHE: dict[tuple[str, str, str], float] = {}
 _CACHE_SIZE = 200_000
 
 
 def _fast_score(fields: tuple[str, ...], skill: str) -> float:
     before, after, depth, gold, hp, xp, _hunger = fields
+    rules = rules_for(skill)
     key = (skill, before, after)
     value = _MESSAGE_CACHE.get(key)
     if value is None:
-        value = _message_score(before.strip('"'), after.strip('"'), skill)
+        value = rules.message_score(before.strip('"'), after.strip('"'))
         if len(_MESSAGE_CACHE) >= _CACHE_SIZE:
             _MESSAGE_CACHE.clear()
         _MESSAGE_CACHE[key] = value
-    return value + _stats_score(_delta(depth), _delta(gold), _delta(xp), skill, _delta(hp))
+    return value + rules.stats_score(_delta(depth), _delta(gold), _delta(xp), _delta(hp))
 
 
 def judge(prompt_text: str, skill: str) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 
 from common.atomic_io import atomic_save_npy
 from common.file_errors import load_npy
+from common.vocabulary import SKILL_SET
 
 FIRST, SECOND, TIE, UNKNOWN = 0, 1, 2, 3
 LABEL_NAMES: dict[int, str] = {FIRST: "first", SECOND: "second", TIE: "tie", UNKNOWN: "unknown"}
@@ -71,13 +72,10 @@ def label_counts(labels: np.ndarray) -> dict[str, int]:
 
 
 #: Label shares (first, second, tie, unknown) of the authors' released preference files
-#: (``preference/llama3_{skill}_default.npy``, Llama-3.1-70B), to compare a run against.
+#: (``preference/llama3_{skill}_default.npy``, Llama-3.1-70B), to compare a run against: each skill file's
+#: ``[reward] release_label_shares``, for the skills that have a released file.
 RELEASE_LABEL_SHARES: dict[str, tuple[float, float, float, float]] = {
-    "discoverer": (0.525, 0.447, 0.028, 0.0),
-    "descender": (0.455, 0.485, 0.060, 0.0),
-    "ascender": (0.326, 0.414, 0.260, 0.0),
-    "worshipper": (0.562, 0.416, 0.022, 0.0),
-    "merchant": (0.513, 0.466, 0.021, 0.0),
+    spec.name: spec.release_label_shares for spec in SKILL_SET.specs if spec.release_label_shares is not None
 }
 #: A tie + unknown share above this (and well above the release's) is worth a look.
 UNDECIDED_WARNING = 0.30

@@ -1,6 +1,6 @@
-"""Annotation prompts: the judge's system prompt, the per-skill preference
-sentences, the pair template, the answer format and its parser, and the retry
-prompt sent once when a reply holds no parseable answer.
+"""Annotation prompts: the judge's system prompt, the skills' preference sentences
+(read from the skill files), the pair template, the answer format and its parser,
+and the retry prompt sent once when a reply holds no parseable answer.
 
 The judge is asked to end its reply with a line ``Answer: 1``, ``Answer: 2`` or
 ``Answer: none``; :func:`parse_answer` maps that to the preference codes of
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.vocabulary import SKILLS
+from common.vocabulary import SKILL_SPECS, SKILLS
 from rlaif.preferences import FIRST, SECOND, TIE, UNKNOWN
 
 SYSTEM_PROMPT = (
@@ -26,35 +26,10 @@ SYSTEM_PROMPT = (
     "when neither is better, and keep your reasoning brief."
 )
 
-# What the judge should prefer for each skill: the content and the strength of the release's goals
-# (its rlaif/prompts.py, goal_strings), written in this project's words. The one home of these
-# sentences: the Motif-layout prompts (rlaif.motif_prompts) read them from here.
-SKILL_PREFERENCES: dict[str, str] = {
-    "discoverer": (
-        "Prefer the moment where the player is adventurous while staying on its current dungeon "
-        "level, for instance by fighting monsters or by finding gold pieces or scrolls, which it "
-        "must keep and never drop. Reject outright, without exception, any moment in which the "
-        "player moves to another dungeon level, whether up or down."
-    ),
-    "descender": (
-        "Prefer the moment where the player makes progress by going down the dungeon, exploring "
-        "its way to deeper levels. Going deeper is urgent: strongly disfavour a player that stays "
-        "on the same level, and even more one that climbs to a shallower level."
-    ),
-    "ascender": (
-        "Prefer the moment where the player succeeds in climbing up to a shallower dungeon level: "
-        "going up is the only progress that counts. Strongly disfavour a player that stays on the "
-        "same dungeon level, no matter what it gains or avoids by staying."
-    ),
-    "worshipper": (
-        "Strongly prefer the moment where the player interacts with an altar, above all to learn "
-        "whether its items are cursed or blessed, not to pray to its god or to win the god's favour."
-    ),
-    "merchant": (
-        "Prefer the moment where the player interacts with a shopkeeper: haggling over prices or "
-        "selling items. Take care that the player never steals from a shop."
-    ),
-}
+#: What the judge should prefer for each skill: its skill file's ``[text] preference`` (the content and the strength
+#: of the release's goals, its rlaif/prompts.py goal_strings, in this project's words). The Motif-layout prompts
+#: (rlaif.motif_prompts) read them here.
+SKILL_PREFERENCES: dict[str, str] = {name: spec.preference for name, spec in SKILL_SPECS.items()}
 
 GOD_WARNING = (
     "Above all else, whatever the goal, reject outright any moment in which the player angers or "

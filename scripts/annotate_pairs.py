@@ -19,6 +19,7 @@ import sys
 from common.cli import FAILED, USAGE, MissingPackageError, ScriptParser, error
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BACKEND_ALIASES, BACKENDS, CHOICE_BACKENDS, DEFAULT_MODEL, BackendError, backend_list
+from common.skill_files import add_skills_flag
 from common.vocabulary import SKILLS
 from rlaif.annotate import AnnotationConfig, annotate_chunk, check_annotation_flags, chunk_path
 from rlaif.prompts import ANSWER_MODES
@@ -119,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "server)")
     p.add_argument("--no_progress", "--no-progress", dest="progress", action="store_false", help="hide the progress bar")
     p.add_argument("--log_level", "--log-level", dest="log_level", default="INFO", help="logging level")
+    add_skills_flag(p)
     return p
 
 
@@ -129,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.backend not in BACKENDS and args.backend not in BACKEND_ALIASES:
         return error(f"--backend {args.backend!r} is unknown; valid backends: {backend_list(BACKENDS)}")
-    options = {k: v for k, v in vars(args).items() if k not in ("log_level", "device_map", "device")}
+    # --skills chose this process's skill set (scripts/__init__.py); it is no annotation setting
+    options = {k: v for k, v in vars(args).items() if k not in ("log_level", "device_map", "device", "skills")}
     cfg = AnnotationConfig(**options)
     for name in ("device_map", "device"):
         if getattr(args, name) is not None:

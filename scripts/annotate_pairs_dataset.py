@@ -31,6 +31,7 @@ from common.cli import FAILED, USAGE, MissingPackageError, ScriptParser, error
 from common.flag_checks import output_folder
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BACKEND_ALIASES, BACKENDS, MOTIF_ANNOTATOR_MODELS, BackendError, backend_list
+from common.skill_files import add_skills_flag
 from rlaif.annotate import AnnotationConfig, annotate_chunk, check_annotation_flags, chunk_path
 from rlaif.motif_dataset import MotifLayoutError, rule_preferences
 from rlaif.motif_prompts import GOAL_KEYS, LLM_SIZES, PROMPT_CONTEXTS, PROMPT_VERSIONS, equivalent_context
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="retries per failed request of --backend openai/hf")
     p.add_argument("--no-progress", "--no_progress", dest="progress", action="store_false", help="hide the progress bar")
     p.add_argument("--log-level", "--log_level", dest="log_level", default="INFO", help="logging level")
+    add_skills_flag(p)
     return p
 
 

@@ -17,6 +17,7 @@ import sys
 
 from common.cli import ScriptParser
 from common.flag_checks import FlagError, output_folder
+from common.skill_files import add_skills_flag
 from orchestration.baseline_cost import LLM_MODES, CostError, parse_phase_spec, write_cost
 
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--phase", action="append", default=[], metavar="NAME=DEVICE",
                    help="a phase of the baseline, named within it (train/gnomish for the pipeline's phase "
                         "baselines/{name}/train/gnomish), and its device (cpu or gpu:N); repeatable")
+    add_skills_flag(p)
     return p
 
 

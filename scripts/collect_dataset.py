@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 
 from common.cli import ScriptParser
 from common.interrupts import interrupted_exit, sigterm_raises
+from common.skill_files import add_skills_flag
 from common.vocabulary import SKILLS
 from rl_baseline.collect.config import (
     POLICIES,
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MIN,MAX steps the explorer spends on a level before taking stairs (default: %(default)s)")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bar")
     p.add_argument("--log_level", default="INFO", help="logging level (default: %(default)s)")
+    add_skills_flag(p)
     return p
 
 

@@ -19,6 +19,7 @@ from code_generation.combine import CombineError, CombineInputError, combine
 from code_generation.isolation import IsolationUnavailable
 from code_generation.loader import MetaPolicyError
 from common.cli import FAILED, USAGE, ScriptParser, error
+from common.skill_files import add_skills_flag
 from common.vocabulary import ALL_TASKS
 
 
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the module's unit test and its first calls in this process, unconfined (default: in a "
                         "bubblewrap sandbox with no network, no files of yours and an empty environment; "
                         "docs/reliability.md)")
+    add_skills_flag(p)
     return p
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from common.atomic_io import atomic_write_json
 from common.cli import ScriptParser, error
 from common.flag_checks import FlagError, output_file
+from common.skill_files import add_skills_flag
 from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError, load_dataset
 from rlaif.label_comparison import LabelComparison, compare_labels
@@ -40,7 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of the second annotator's labels")
     p.add_argument("--annotator", default="llama3_{skill}_default",
                    help="file name (without .npy) of a skill's labels in both folders (default: %(default)s)")
-    p.add_argument("--skills", default=",".join(SKILLS), help="comma-separated skills (default: all five)")
+    # not --skills, which chooses the skill set (common.skill_files)
+    p.add_argument("--skill_names", default=",".join(SKILLS),
+                   help="comma-separated skills to compare (default: every skill of the set)")
+    add_skills_flag(p)
     p.add_argument("--names", default="labels,against",
                    help="the two annotators' names in the table, comma-separated (default: %(default)s)")
     p.add_argument("--out", default=None, help="also write the comparison as JSON here")
@@ -107,10 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(names) != 2 or not all(names):
         print(f"error: --names needs two names, got {args.names!r}", file=sys.stderr)
         return 2
-    skills = [s.strip() for s in args.skills.split(",") if s.strip()]
+    skills = [s.strip() for s in args.skill_names.split(",") if s.strip()]
     bad = [s for s in skills if s not in SKILLS]
     if bad or not skills:
-        print(f"error: --skills {args.skills!r}: expected skills among {', '.join(SKILLS)}", file=sys.stderr)
+        print(f"error: --skill_names {args.skill_names!r}: expected skills among {', '.join(SKILLS)}",
+              file=sys.stderr)
         return 2
     results: dict[str, LabelComparison] = {}
     for skill in skills:

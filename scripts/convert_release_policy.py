@@ -21,6 +21,7 @@ import sys
 from typing import Optional, Sequence
 
 from common.cli import ScriptParser
+from common.skill_files import add_skills_flag
 from rl_baseline.sf.release_policy import RELEASE_CHECKPOINT, ReleaseConversionError, convert_release_checkpoint
 
 
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="replace the experiment's existing config.json and checkpoints (without it, an experiment "
                         "folder that holds either is left alone and the conversion fails)")
+    add_skills_flag(p)
     return p
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from common.cli import ScriptParser
 from common.flag_checks import output_folder
+from common.skill_files import add_skills_flag
 from common.vocabulary import SKILLS
 from rlaif.release_reward import DEFAULT_NAME_TEMPLATE, convert_release_rewards
 from rlaif.reward_model import RewardCheckpointError
@@ -53,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "llama3_{skill}_default/checkpoint_p0 folder)")
     p.add_argument("--skill", choices=SKILLS, default=None,
                    help="skill of the --checkpoint file (default: read from its run folder name)")
-    p.add_argument("--skills", type=_skill_list, default=None,
+    # not --skills, which chooses the skill set (common.skill_files)
+    p.add_argument("--skill_names", type=_skill_list, default=None,
                    help="with --release_dir: only these skills, comma separated (default: all found)")
     p.add_argument("--checkpoint_num", type=int, default=0,
                    help="with --release_dir: the iteration N of checkpoint_N.pth to take; 0 takes each run's "
@@ -68,22 +70,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace existing outputs (their older checkpoints and quantile CSV are removed); "
                         "without it an existing output is an error and nothing is written")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bar")
+    add_skills_flag(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.checkpoint is not None and (args.skills or args.checkpoint_num):
-        parser.error("--skills and --checkpoint_num apply to --release_dir; use --skill with --checkpoint")
+    if args.checkpoint is not None and (args.skill_names or args.checkpoint_num):
+        parser.error("--skill_names and --checkpoint_num apply to --release_dir; use --skill with --checkpoint")
     if args.release_dir is not None and args.skill is not None:
-        parser.error("--skill applies to --checkpoint; use --skills with --release_dir")
+        parser.error("--skill applies to --checkpoint; use --skill_names with --release_dir")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         output_folder("--out_dir", args.out_dir)
         written = convert_release_rewards(
             args.out_dir, release_dir=args.release_dir, checkpoint=args.checkpoint, skill=args.skill,
-            checkpoint_num=args.checkpoint_num, skills=args.skills, overwrite=args.overwrite,
+            checkpoint_num=args.checkpoint_num, skills=args.skill_names, overwrite=args.overwrite,
             name_template=args.name_template, progress=not args.no_progress,
         )
     except (RewardCheckpointError, FileNotFoundError, ValueError) as exc:

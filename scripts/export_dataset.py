@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from common.cli import FAILED, USAGE, ScriptParser, error
+from common.skill_files import add_skills_flag
 from common.vocabulary import SKILLS
 
 FORMATS = ("motif",)
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="motif_dataset", help="the folder to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--no_progress", "--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+    add_skills_flag(p)
     return p
 
 

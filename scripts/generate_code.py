@@ -15,6 +15,7 @@ from code_generation.sandbox import SandboxLimits
 from common.cli import FAILED, USAGE, MissingPackageError, ScriptParser, error
 from common.flag_checks import FlagError, output_folder
 from common.llm import CODER_MODEL, BackendError, make_backend
+from common.skill_files import add_skills_flag
 from common.vocabulary import ALL_TASKS
 
 # the backends that can write code (the annotation stand-ins cannot)
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the unit tests of the generated code unconfined but for the rlimits (default: in a "
                         "bubblewrap sandbox with no network, no files of yours and an empty environment; "
                         "docs/reliability.md)")
+    add_skills_flag(p)
     return p
 
 

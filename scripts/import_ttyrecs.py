@@ -26,6 +26,7 @@ from typing import Optional, Sequence
 
 from common.cli import ScriptParser
 from common.flag_checks import output_file
+from common.skill_files import add_skills_flag
 from common.vocabulary import SKILLS
 from rl_baseline.collect.config import CollectError, add_dataset_args, check_dataset_args
 from rl_baseline.collect.rollouts import check_output, output_path, write_dataset
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="when the games run out before --num_pairs, save the pairs found instead of failing")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bar")
     p.add_argument("--log_level", default="INFO", help="logging level (default: %(default)s)")
+    add_skills_flag(p)
     return p
 
 

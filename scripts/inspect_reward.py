@@ -16,6 +16,7 @@ import numpy as np
 
 from common.cli import ScriptParser
 from common.nethack.messages import encode_message
+from common.skill_files import add_skills_flag
 from rlaif.dataset import DatasetError, load_dataset
 from rlaif.reward_model import load_skill_reward
 from rlaif.train_reward import ScoredInput, score_dataset_inputs
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also score this message (repeatable), with --depth_change")
     p.add_argument("--depth_change", type=float, default=0.0,
                    help="the depth change scored with each --message (default: %(default)s)")
+    add_skills_flag(p)
     return p
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from common.cli import USAGE, ScriptParser, error
 from common.llm import CODER_MODEL, BackendError
+from common.skill_files import add_skills_flag
 from common.vocabulary import EVAL_TASKS
 from rl_baseline.baselines.llm_policy.client import POLICY_BACKENDS, LLMClient, LLMSettings
 from rl_baseline.baselines.llm_policy.prompts import PROMPT_KINDS
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--timeout_s", type=float, default=300.0, help="--backend openai/hf: seconds per request")
     m.add_argument("--server_gpus", type=float, default=0.0,
                    help="GPUs of the server answering --base_url, to count its GPU hours in cost.json")
+    add_skills_flag(p)
     return p
 
 

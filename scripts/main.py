@@ -48,6 +48,9 @@ from typing import Any, Optional, Sequence
 
 if __package__ in (None, ""):  # run as a file (python scripts/main.py, ONI's spelling): the project on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from common.skill_files import activate_from_argv
+
+    activate_from_argv()  # what importing the scripts package does: --skills before anything reads the skill set
 
 # the project's imports come after the path above (which a run as a file needs to find them)
 from common.interrupts import hold_signals  # noqa: E402

@@ -21,6 +21,7 @@ import sys
 from common.cli import ScriptParser
 from common.file_errors import load_json
 from common.flag_checks import FlagError, output_file
+from common.skill_files import add_skills_flag
 from rl_baseline.evaluation import MergeError, merge_summaries, write_results
 
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stats_avg", type=int, default=None,
                    help="the release's window: its statistic over the last this many finished episodes (default: "
                         "the inputs' own, which must agree)")
+    add_skills_flag(p)
     return p
 
 

@@ -26,6 +26,7 @@ from common.flag_checks import FlagError, output_folder, positive_finite
 from common.interrupts import interrupted_exit, sigterm_raises
 from common.llm import BackendError, check_installed
 from common.precision import PrecisionError, resolve_precision
+from common.skill_files import add_skills_flag
 from common.vocabulary import ALL_TASKS, EVAL_TASKS
 from orchestration.baselines import available
 from orchestration.phases import PipelineError
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder with {task}/seed{N}/execution.py (default: the shipped rl_baseline/meta_policies)")
     c.add_argument("--code_seed", type=int, default=None, help="meta-policy variant seed{N} (default 42)")
     c.add_argument("--tasks", type=_csv, default=None, help=f"tasks to check (default: all of {','.join(ALL_TASKS)})")
+    add_skills_flag(p)
     return p
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from common.cli import ScriptParser
 from common.flag_checks import output_folder
+from common.skill_files import add_skills_flag
 from orchestration.report import DEFAULT_WINDOW, ReportError, build_report
 
 
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="env steps at the start and at the end of each skill-training run compared in the "
                         "'first and last window' table (a run shorter than four windows uses a quarter of its "
                         "length; default: %(default)s, the 'over training' figures of docs/results.md)")
+    add_skills_flag(p)
     return p
 
 

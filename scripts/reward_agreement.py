@@ -25,6 +25,7 @@ import sys
 
 from common.cli import ScriptParser
 from common.llm import BACKENDS, DEFAULT_MODEL, BackendError
+from common.skill_files import add_skills_flag
 from common.vocabulary import SKILLS
 from orchestration.reward_agreement import (
     COLLECT_MODES,
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out_dir", default=None, help="output folder (default: {policy_dir}/reward_agreement)")
     p.add_argument("--no_progress", dest="progress", action="store_false", help="hide the progress bars")
     p.add_argument("--log_level", default="INFO", help="logging level")
+    add_skills_flag(p)
     return p
 
 

@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 
 from common.cli import ScriptParser, error
 from common.flag_checks import output_folder
+from common.skill_files import add_skills_flag
 from common.vocabulary import NUM_SKILLS, SKILLS
 from rl_baseline.sf.cfg import (
     DEFAULT_QUANTILES,
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per timing and skill, list the messages that paid the skill the most in all (0: none)")
     p.add_argument("--out", default=None, help="folder for reward_trace.md and reward_trace.json (default: print only)")
     p.add_argument("--no_progress", action="store_true", help="no progress bars")
+    add_skills_flag(p)
     return p
 
 

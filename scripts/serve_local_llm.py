@@ -33,6 +33,7 @@ from common.local_models import (
     local_model_file,
     served_name,
 )
+from common.skill_files import add_skills_flag
 from rl_baseline.baselines.oni.service import ServerError, server_url, wait_for_server
 
 logger = logging.getLogger("serve_local_llm")
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log", default=None,
                    help="the server's own log file (default: train_dir/llm_server_PORT.log)")
     p.add_argument("--ready_file", default=None, help="write the server's URL here once it answers")
+    add_skills_flag(p)
     return p
 
 

@@ -10,12 +10,14 @@ from typing import Optional, Sequence
 
 from common.cli import error, one_line_errors
 from common.flag_checks import FlagError, output_file
+from common.skill_files import add_skills_flag
 from rl_baseline.baselines.oni.stand_in_server import build_parser, serve
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     parser.prog = "python -m scripts.serve_stand_in_llm"
+    add_skills_flag(parser)
     args = one_line_errors(parser).parse_args(argv)
     try:
         if args.log:

@@ -23,8 +23,9 @@ from typing import Optional, Sequence
 from common.cli import FAILED, MissingPackageError, ScriptParser, error
 from common.flag_checks import FlagError, output_folder
 from common.nethack import game_clock
+from common.skill_files import add_skills_flag
 from common.vocabulary import SKILLS
-from rl_baseline.sf.cfg import ConfigError
+from rl_baseline.sf.cfg import ConfigError, check_run_skill_set
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "checkpoint_p0/)")
     p.add_argument("--episodes", type=int, default=10, help="episodes per skill and policy")
     p.add_argument("--num_envs", type=int, default=10, help="games stepped together (at most --episodes)")
-    p.add_argument("--skills", default="",
+    # not --skills, which chooses the skill set (common.skill_files)
+    p.add_argument("--skill_names", default="",
                    help=f"comma-separated skills to hold (default: every skill the policy was trained with; "
                         f"of {', '.join(SKILLS)})")
     p.add_argument("--policies", default="trained,untrained,random",
@@ -54,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=game_clock.FLAG_HELP + " (default: "
                         f"{game_clock.describe(game_clock.parse_game_clock(game_clock.DEFAULT_PINNED))})")
     p.add_argument("--no_progress", action="store_true", help="no progress bars")
+    add_skills_flag(p)
     return p
 
 
@@ -76,21 +79,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         pinned = game_clock.parse_game_clock(args.game_clock)
     except ValueError as exc:
         return error(exc)
-    skills = tuple(s for s in args.skills.split(",") if s)
+    skills = tuple(s for s in args.skill_names.split(",") if s)
     policies = tuple(p for p in args.policies.split(",") if p)
     bad = [p for p in policies if p not in POLICY_KINDS]
     if bad or not policies:
         return error(f"--policies {args.policies}: expected some of {', '.join(POLICY_KINDS)}")
     bad = [s for s in skills if s not in SKILLS]
     if bad:
-        return error(f"--skills: unknown skill(s) {', '.join(bad)}; expected some of {', '.join(SKILLS)}")
+        return error(f"--skill_names: unknown skill(s) {', '.join(bad)}; expected some of {', '.join(SKILLS)}")
     for flag in ("episodes", "num_envs"):
         if getattr(args, flag) < 1:
             return error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     try:
         policy_dir = check_policy_dir(args.policy_dir)
         progress_dir = str(check_policy_dir(args.progress_policy_dir)) if args.progress_policy_dir else None
-    except FileNotFoundError as exc:
+        for run_dir in (policy_dir, progress_dir):  # made with this skill set: refused before the games start
+            if run_dir is not None:
+                check_run_skill_set(run_dir)
+    except (FileNotFoundError, ConfigError) as exc:
         return error(exc)
     try:
         out = output_folder("--out", args.out if args.out else policy_dir)

@@ -35,6 +35,7 @@ from common.cli import ScriptParser
 from common.estimates import MIN_VALIDATION_PAIRS, too_few_pairs
 from common.flag_checks import output_folder, positive_finite
 from common.interrupts import interrupted_exit, sigterm_raises
+from common.skill_files import add_skills_flag
 from common.vocabulary import SKILLS
 from rlaif.dataset import DatasetError
 from rlaif.motif_dataset import MotifLayoutError, is_motif_layout
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden_dim", type=int, default=None,
                    help=f"small model: width of the MLP after the convolutions (default: {model.hidden_dim})")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bar")
+    add_skills_flag(p)
     return p
 
 

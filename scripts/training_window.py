@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from common.cli import ScriptParser, error
 from common.flag_checks import FlagError, output_file
+from common.skill_files import add_skills_flag
 
 #: the statistics shown without --tags: the discoverer's and the descender's progress and the message stream
 DEFAULT_TAGS = (
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "left out, of the tables and the plot): runs of different lengths compared at one budget")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw the tags over training, one panel per tag and one curve per run, into this PNG")
+    add_skills_flag(p)
     return p
 
 

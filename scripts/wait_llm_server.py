@@ -11,6 +11,7 @@ import os
 import sys
 
 from common.cli import ScriptParser, positive_seconds, tcp_port
+from common.skill_files import add_skills_flag
 from rl_baseline.baselines.oni.service import DEFAULT_PORT, ServerError, server_url, wait_for_server
 
 
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="the model name the server must list")
     p.add_argument("--timeout_s", type=positive_seconds, default=1800.0, help="give up after this long (default: %(default)s)")
     p.add_argument("--pid", type=int, default=None, help="the server's process: stop waiting when it dies")
+    add_skills_flag(p)
     return p
 
 

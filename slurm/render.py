@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import sys
 
-from orchestration.slurm import build_parser, main
+from common.skill_files import activate_from_argv
+
+if __name__ == "__main__":  # --skills before orchestration reads the skill set (as scripts/__init__.py does)
+    activate_from_argv()
+
+from orchestration.slurm import build_parser, main  # noqa: E402
 
 __all__ = ["build_parser", "main"]  # build_parser: the docs' commands are checked against it
 

@@ -342,7 +342,7 @@ PROBES: list[Probe] = [
     Probe("skill_report", ["--policy_dir", "{missing}"], "a missing --policy_dir", says="{missing}"),
     Probe("skill_report", ["--policy_dir", "{run}/skill_policy/ci", "--episodes", "0"], "--episodes 0",
           says="--episodes"),
-    Probe("skill_report", ["--policy_dir", "{run}/skill_policy/ci", "--skills", "bogus"], "an unknown skill",
+    Probe("skill_report", ["--policy_dir", "{run}/skill_policy/ci", "--skill_names", "bogus"], "an unknown skill",
           says="bogus"),
     # -- annotation
     Probe("annotate_pairs", ["--goal_key", "descender", "--directory", "{run}/og_dataset", "--backend", "bogus"],

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from code_generation.combine import CombineError, combine
+from code_generation.combine import CombineError, combine, shared_skill_functions
 from code_generation.prompts import (
     PROMPT_DIR,
     TASK_FILES,
@@ -327,8 +327,7 @@ def test_a_gen_dir_that_is_not_a_folder_is_a_usage_error(tmp_path, capsys, kind)
 
 SKILL_FUNCTIONS = """```python
 class NetHackPlayer:
-""" + "\n".join("    " + line for line in
-                (PROMPT_DIR / "parts" / "skill_functions.py").read_text().splitlines()) + "\n```\n"
+""" + "\n".join("    " + line for line in shared_skill_functions().splitlines()) + "\n```\n"
 
 
 def test_skill_functions_are_generated_and_joined(tmp_path):

@@ -72,7 +72,7 @@ def test_the_script_prints_the_table_writes_json_and_refuses_bad_input(tmp_path,
     assert cli.main(args) == 2
     assert "descender" in capsys.readouterr().err
     assert cli.main(args[:-2] + ["--names", "one"]) == 2
-    assert cli.main(args[:-2] + ["--skills", "discoverer"]) == 2
+    assert cli.main(args[:-2] + ["--skill_names", "discoverer"]) == 2
     assert "no skill has a dataset and both label files" in capsys.readouterr().err
 
 
@@ -83,7 +83,7 @@ def test_the_json_has_null_for_no_pairs_and_out_must_name_a_file(tmp_path, capsy
     save_preferences(tmp_path / "a" / "llama3_descender_default.npy", np.array([FIRST, FIRST]))
     save_preferences(tmp_path / "b" / "llama3_descender_default.npy", np.array([TIE, FIRST]))
     args = ["--dataset_dir", str(tmp_path / "data"), "--labels_dir", str(tmp_path / "a"),
-            "--against_dir", str(tmp_path / "b"), "--skills", "descender"]
+            "--against_dir", str(tmp_path / "b"), "--skill_names", "descender"]
     assert cli.main(args + ["--out", str(tmp_path / "cmp.json")]) == 0
     text = (tmp_path / "cmp.json").read_text()
     assert "NaN" not in text
@@ -99,7 +99,7 @@ def test_a_label_file_of_another_length_gives_the_advice_once(tmp_path, capsys) 
     save_preferences(tmp_path / "a" / "llama3_descender_default.npy", np.array([FIRST] * 5))
     save_preferences(tmp_path / "b" / "llama3_descender_default.npy", np.array([FIRST] * 4))
     assert cli.main(["--dataset_dir", str(tmp_path / "data"), "--labels_dir", str(tmp_path / "a"),
-                     "--against_dir", str(tmp_path / "b"), "--skills", "descender"]) == 2
+                     "--against_dir", str(tmp_path / "b"), "--skill_names", "descender"]) == 2
     err = capsys.readouterr().err
     assert "has 4 labels but the dataset has 5 pairs" in err
     assert err.count(" again") == 1  # it said "annotate this dataset again (...). Annotate the dataset again (...)"

@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from code_generation.prompts import PROMPT_DIR
+from code_generation.prompts import PROMPT_DIR, harness_text
 from code_generation.sandbox import FULL_METHODS, SandboxLimits, check_source, run_in_sandbox
 from common.vocabulary import ALL_TASKS, SKILLS
 from rl_baseline.skills import meta_policy
 
 REPO = Path(__file__).resolve().parents[1]
-HARNESS = (PROMPT_DIR / "unit_test_harness.py").read_text()
+HARNESS = harness_text()  # unit_test_harness.py rendered for the skill files
 LIMITS = SandboxLimits(wall_seconds=20.0, cpu_seconds=20)
 
 

@@ -34,16 +34,16 @@ def test_out_writes_elsewhere_and_replacing_a_report_is_said(tmp_path, capsys, m
     """It overwrote the pipeline's report in the policy folder without a word, and had no --out."""
     monkeypatch.setattr(skill_report_lib, "build_skill_report", _fake_build)
     policy_dir = _policy_dir(tmp_path)
-    assert skill_report.main(["--policy_dir", str(policy_dir), *REAL_CLOCK, "--skills", "discoverer"]) == 0
+    assert skill_report.main(["--policy_dir", str(policy_dir), *REAL_CLOCK, "--skill_names", "discoverer"]) == 0
     assert "note:" not in capsys.readouterr().out  # nothing there yet
     pipeline_report = (policy_dir / "skill_report.md").read_text()
-    assert skill_report.main(["--policy_dir", str(policy_dir), *REAL_CLOCK, "--skills", "descender",
+    assert skill_report.main(["--policy_dir", str(policy_dir), *REAL_CLOCK, "--skill_names", "descender",
                               "--out", str(tmp_path / "mine")]) == 0
     out = capsys.readouterr().out
     assert "note:" not in out and "report of ('descender',)" in out
     assert (policy_dir / "skill_report.md").read_text() == pipeline_report
     assert (tmp_path / "mine" / "skill_report.json").exists()
-    assert skill_report.main(["--policy_dir", str(policy_dir), *REAL_CLOCK, "--skills", "descender"]) == 0
+    assert skill_report.main(["--policy_dir", str(policy_dir), *REAL_CLOCK, "--skill_names", "descender"]) == 0
     assert (f"note: {policy_dir} already holds a skill report (skill_report.md, skill_report.json, "
             "skill_report.png); this run replaces it (--out DIR writes it elsewhere)") in capsys.readouterr().out
     (tmp_path / "afile").write_text("")

@@ -1184,7 +1184,7 @@ def test_skill_report_compares_trained_untrained_and_random(trained):
     # --out writes the report elsewhere, leaving the policy folder's (the pipeline's) as it was; it had no --out and
     # replaced the pipeline's report without a word
     before = (policy_dir / "skill_report.json").read_bytes()
-    proc = run_command(cmd + ["--skills", "discoverer", "--policies", "random", "--out", str(tmp / "elsewhere"),
+    proc = run_command(cmd + ["--skill_names", "discoverer", "--policies", "random", "--out", str(tmp / "elsewhere"),
                               "--game_clock", "real"], tmp, env, timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "note:" not in proc.stdout and (policy_dir / "skill_report.json").read_bytes() == before
@@ -1193,7 +1193,7 @@ def test_skill_report_compares_trained_untrained_and_random(trained):
     assert "running the command again" not in proc.stdout
     # bad input: a folder without a trained experiment, an unknown skill; nothing is written
     for extra, needle in ((["--policy_dir", str(tmp)], "config.json"),
-                          (["--policy_dir", str(policy_dir), "--skills", "juggler"], "juggler")):
+                          (["--policy_dir", str(policy_dir), "--skill_names", "juggler"], "juggler")):
         before = (policy_dir / "skill_report.json").read_bytes()
         proc = run_command([sys.executable, "-m", "scripts.skill_report", *extra], tmp, env, timeout=60)
         assert proc.returncode == 2 and needle in proc.stdout + proc.stderr
@@ -1222,7 +1222,7 @@ def test_progress_run_trains_without_reward_models_and_gets_its_own_report_colum
     policy_dir = tmp / "skill_policy" / "e2e"
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "scripts.skill_report", "--policy_dir", str(policy_dir), "--episodes", "2",
-           "--num_envs", "2", "--max_episode_steps", "40", "--skills", "discoverer,descender", "--no_progress"]
+           "--num_envs", "2", "--max_episode_steps", "40", "--skill_names", "discoverer,descender", "--no_progress"]
     proc = run_command(cmd + ["--progress_policy_dir", str(progress_dir)], tmp, env, timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     # the first report is replaced, and the run says so before it starts
@@ -1238,7 +1238,7 @@ def test_progress_run_trains_without_reward_models_and_gets_its_own_report_colum
     assert bad.returncode == 2 and "--progress_policy_dir" in bad.stdout + bad.stderr
     # the progress run's own report: its "trained" column is the diagnostic, and the report says so
     own = [sys.executable, "-m", "scripts.skill_report", "--policy_dir", str(progress_dir), "--episodes", "1",
-           "--num_envs", "1", "--max_episode_steps", "20", "--skills", "discoverer", "--policies", "trained",
+           "--num_envs", "1", "--max_episode_steps", "20", "--skill_names", "discoverer", "--policies", "trained",
            "--out", str(tmp / "progress_own"), "--no_progress"]
     proc = run_command(own, tmp, env, timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -1,3 +1,5 @@
+## A template: code_generation/skill_rules.py renders each skill's branch of skill_termination from its
+## skill file (skills/*.toml, its [rules] end) where the placeholder is, and drops these two lines.
 # Reference skill functions, the one copy every meta-policy module gets from scripts.combine:
 # generated policies when the generation run produced none (python -m scripts.generate_code
 # --skill_functions), and the hand-written references (scripts.combine --reference). A task
@@ -31,14 +33,5 @@ def skill_precondition(self, char_ascii_encodings, char_ascii_colors, num_items,
 def skill_termination(self, skill, skill_time, current_depth, previous_depth, preconditions):
     if any(preconditions):
         return True  # a shopkeeper or an altar in view ends whatever runs (the merchant and worshipper restart)
-    if skill == "discoverer":
-        return skill_time >= self.discoverer_skill_steps
-    if skill == "descender":
-        return current_depth > previous_depth  # only going down ends it
-    if skill == "ascender":
-        return current_depth < previous_depth  # only going up ends it
-    if skill == "merchant":
-        return skill_time >= self.merchant_skill_steps
-    if skill == "worshipper":
-        return skill_time >= self.worshipper_skill_steps
+    # {{skill_termination_branches}}
     return True

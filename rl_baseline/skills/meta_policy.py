@@ -66,7 +66,7 @@ entrance depth if known). Its import and ``__init__`` run under the same limits.
 each call bounded in CPU time by :mod:`code_generation.time_bound` (0.1 s).
 
 Every call into the module goes through a guard: any exception is logged (with task and seed) and replaced by a
-fallback (``next_skill`` -> ``"discoverer"``, ``should_terminate`` -> True, ``preconditions`` ->
+fallback (``next_skill`` -> :data:`FALLBACK_SKILL`, the discoverer; ``should_terminate`` -> True, ``preconditions`` ->
 ``(False, False)``), so a bad module never crashes an env worker. A skill name outside ``SKILLS`` is replaced by
 the fallback too. :func:`load` returns a wrapper that is already reset; call :meth:`MetaPolicy.reset` at every
 episode start. ``MetaPolicy.player`` is a view of the module's player (attributes read and set through the host).
@@ -100,16 +100,21 @@ from code_generation.loader import (  # noqa: F401
     load_class,
     module_path,
     player_class,
+    refuse_instant_endings,
 )
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S
-from common.vocabulary import SKILLS
+from common.vocabulary import ALWAYS_STARTABLE, SKILL_SET, SKILLS
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["COLOR_MAP", "FALLBACK_SKILL", "IsolationUnavailable", "MetaPolicy", "MetaPolicyConfig", "MetaPolicyError",
            "available", "load", "module_path"]
 
-FALLBACK_SKILL = "discoverer"
+#: the skill a failed call falls back on: the first that may always start (the designed set's discoverer)
+FALLBACK_SKILL = (ALWAYS_STARTABLE or SKILLS)[0]
+#: the skills that end on a depth increase (the designed set's descender): one that ends outside the Dungeons of
+#: Doom went down the Mines' staircase, so the Mines' entrance is on the depth it started from
+_DESCENDING = frozenset(s.name for s in SKILL_SET.specs if s.end == "depth_increase")
 HUNGRY = 2  # NLE hunger state: values >= 2 mean hungry or worse
 
 # NetHack's CLR_* colour numbers (include/color.h), plus characters -> usual colours.
@@ -162,7 +167,8 @@ def host_for(task: str, seed: int, root: str | Path | None, config: MetaPolicyCo
     def make() -> Any:
         return cached_host(key, lambda: _make_host(path, source, config))
 
-    make()
+    # a skill of the set that the module's skill_termination does not know would end at every step
+    refuse_instant_endings(make(), path)
     return make
 
 
@@ -297,7 +303,7 @@ class MetaPolicy:
 
     def next_skill(self, current_skill: str, depth: int, branch_number: int, merchant_ok: bool,
                    worshipper_ok: bool) -> str:
-        """The next skill name (one of ``common.vocabulary.SKILLS``); ``"discoverer"`` on any failure."""
+        """The next skill name (one of ``common.vocabulary.SKILLS``); :data:`FALLBACK_SKILL` on any failure."""
         out = self._request([["next", current_skill, int(depth), int(branch_number), bool(merchant_ok),
                               bool(worshipper_ok)]])[0]
         return self._skill_name(out)
@@ -310,7 +316,7 @@ class MetaPolicy:
         Returns the preconditions, whether the skill ends, and the next skill (None when it does not end)."""
         self.update_state(info)
         learnt = None
-        if skill == "descender" and int(branch_number) != 0 and self._branch_depth == -2 and int(start_depth) != -2:
+        if skill in _DESCENDING and int(branch_number) != 0 and self._branch_depth == -2 and int(start_depth) != -2:
             learnt = int(start_depth)  # set only if the skill ends (skill_ended)
         op = ["decide", [chars, colors, int(num_items)],
               [skill, int(skill_time), int(depth), int(start_depth)], learnt, [skill, int(depth), int(branch_number)]]
@@ -334,9 +340,9 @@ class MetaPolicy:
             self._pending.append(["set", "branch_depth", "branch_depth", value])
 
     def skill_ended(self, skill: str, start_depth: int, dungeon_number: int) -> None:
-        """The active skill ended: a descender that ends outside the Dungeons of Doom (dungeon number
-        0) went down the Mines staircase, so the entrance is on the depth it started from."""
-        if skill == "descender" and int(dungeon_number) != 0:
+        """The active skill ended: a descending skill (the descender) that ends outside the Dungeons of Doom
+        (dungeon number 0) went down the Mines staircase, so the entrance is on the depth it started from."""
+        if skill in _DESCENDING and int(dungeon_number) != 0:
             self._flush()
             if self._alive:
                 self._learn_branch_depth(int(start_depth))

@@ -14,28 +14,42 @@ changes:
   holds MaestroMotif's prior knowledge of the task, the skill that ended, the skills whose start
   condition holds now and the hero's state.
 
-A reply without a valid ``Skill:`` line, or naming a skill whose start condition does not hold (the
-merchant without a shopkeeper in view, ...), gets the runtime's fallback, the discoverer; both are
-counted (``parse_errors``, ``invalid_choices``). ``num_errors`` stays the count of exceptions the
+Every skill of the set is offered when its file's start rule holds (:data:`START_RULE_HOLDS`). A reply without a
+valid ``Skill:`` line, or naming a skill whose start condition does not hold (the merchant without a shopkeeper in
+view, ...), gets the runtime's fallback (:data:`rl_baseline.skills.meta_policy.FALLBACK_SKILL`, the discoverer);
+both are counted (``parse_errors``, ``invalid_choices``). ``num_errors`` stays the count of exceptions the
 skill functions raised, as for MaestroMotif.
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from common.vocabulary import SKILLS
+from common.skill_files import START_RULES
+from common.vocabulary import SKILL_SPECS, SKILLS
 from rl_baseline.baselines.llm_policy.client import EpisodeLLMStats, LLMClient, LLMSettings, shared_client
 from rl_baseline.baselines.llm_policy.parse import parse_skill
 from rl_baseline.baselines.llm_policy.prompts import skill_conversation
 from rl_baseline.baselines.llm_policy.render import DUNGEON_NAMES, HUNGER_NAMES
-from rl_baseline.skills.meta_policy import MetaPolicyConfig, load
+from rl_baseline.skills.meta_policy import FALLBACK_SKILL, MetaPolicyConfig, load
 
 logger = logging.getLogger(__name__)
 
-FALLBACK_SKILL = "discoverer"
-ALWAYS_STARTABLE = ("discoverer", "descender", "ascender")
 HISTORY = 8  # skills shown in the prompt
+
+#: whether a start rule (a skill file's ``[rules] start``) holds, from the task module's two start checks
+START_RULE_HOLDS: dict[str, Callable[[bool, bool], bool]] = {
+    "always": lambda merchant_ok, worshipper_ok: True,
+    "shopkeeper_in_view": lambda merchant_ok, worshipper_ok: merchant_ok,
+    "altar_in_view": lambda merchant_ok, worshipper_ok: worshipper_ok,
+}
+# a start rule missing here would leave its skills never offered
+assert set(START_RULE_HOLDS) == set(START_RULES), "the LLM policy checks another set of start rules"
+
+
+def startable_skills(merchant_ok: bool, worshipper_ok: bool) -> list[str]:
+    """The skills whose start rule holds now, in index order."""
+    return [s for s in SKILLS if START_RULE_HOLDS[SKILL_SPECS[s].start](merchant_ok, worshipper_ok)]
 
 
 class LLMMetaPolicy:
@@ -81,8 +95,7 @@ class LLMMetaPolicy:
 
     def next_skill(self, current_skill: str, depth: int, branch_number: int, merchant_ok: bool,
                    worshipper_ok: bool) -> str:
-        can_start = [s for s in SKILLS if s in ALWAYS_STARTABLE or (s == "merchant" and merchant_ok)
-                     or (s == "worshipper" and worshipper_ok)]
+        can_start = startable_skills(merchant_ok, worshipper_ok)
         ended = current_skill if self.started else ""
         conv = skill_conversation(self.task, self._state_text(depth, branch_number), ended, can_start, self.history)
         reply = self.client.ask([conv])[0]

@@ -11,7 +11,7 @@ Two questions are asked:
   - ``equivalent`` ("equivalent prompting"): everything MaestroMotif's language models are told
     about the game and the task on top: the game facts and the task's goal and strategy of the
     code-generation prompt (``code_generation/{task}/initial_prompt.txt``, with the task's
-    ``max_depth`` filled in) and the five skills with their descriptions and start/end
+    ``max_depth`` filled in) and the skills with their descriptions and start/end
     conditions (:func:`code_generation.prompts.skills_text`). The knowledge is read from those
     files, so both methods are always told the same thing.
 
@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Mapping, Sequence
 
 from code_generation.prompts import PROMPT_DIR, skills_text
-from common.vocabulary import TASK_GOALS, TASK_MEASURE, check_eval_target
+from common.vocabulary import SKILL_SET, TASK_GOALS, TASK_MEASURE, check_eval_target
 
 PROMPT_KINDS: tuple[str, ...] = ("zero_shot", "equivalent")
 ACTION_ANSWER = "Action:"
@@ -99,10 +99,11 @@ def coder_knowledge(task: str) -> tuple[str, str]:
 
 
 def knowledge_block(task: str) -> str:
-    """MaestroMotif's prior knowledge of ``task``: game facts, the five skills, the goal and strategy."""
+    """MaestroMotif's prior knowledge of ``task``: game facts, the skills, the goal and strategy."""
     facts, goal = coder_knowledge(task)
     return (f"About the game: {facts}\n\n"
-            "An experienced player splits the game into five skills (the same ones a trained agent has):\n"
+            f"An experienced player splits the game into {SKILL_SET.number_word} skills (the same ones a trained "
+            "agent has):\n"
             f"{skills_text()}\n\n"
             f"{goal}")
 
@@ -146,9 +147,9 @@ def action_conversation(task: str, kind: str, observation: str, history: Sequenc
 
 
 def skill_system_prompt() -> str:
-    return ("You direct a NetHack agent, a human neutral male Monk, that has five trained skills. The agent plays "
-            "the game with the skill you choose until the skill ends by its own rule; then you choose the next "
-            "skill. You never control single moves.")
+    return (f"You direct a NetHack agent, a human neutral male Monk, that has {SKILL_SET.number_word} trained "
+            "skills. The agent plays the game with the skill you choose until the skill ends by its own rule; then "
+            "you choose the next skill. You never control single moves.")
 
 
 def skill_user_prompt(task: str, state: Mapping[str, object], ended: str, can_start: Sequence[str],

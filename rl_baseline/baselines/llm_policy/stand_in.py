@@ -16,7 +16,8 @@ or search when there is none.
 
 Skill rules: the merchant / worshipper when it can start and the task wants it; after the
 discoverer the descender (the ascender for ``goldenexit`` from depth 3 on; the discoverer again
-for ``levelupsell``); after any other skill the discoverer.
+for ``levelupsell``); after any other skill the discoverer. The skills are named by their files' rules
+(:data:`SELLER` and the others below), so a skill set whose skills are named otherwise gets the same rules.
 
 :class:`StandInBackend` is registered as the ``stand_in`` backend of :mod:`common.llm`;
 :func:`answer` serves the same rules to the HTTP stand-in server
@@ -30,7 +31,9 @@ import re
 from typing import Any, Optional, Sequence
 
 from common.llm import Backend, BackendError, Conversation, register_backend
+from common.vocabulary import SKILL_SET
 from rl_baseline.baselines.llm_policy.prompts import ACTION_REQUEST, SKILL_REQUEST
+from rl_baseline.skills.meta_policy import FALLBACK_SKILL
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +49,19 @@ _CAN_START = re.compile(r"^Skills that can start now: (.*)\.$", re.MULTILINE)
 _ENDED = re.compile(r"The (\w+) skill just ended\.")
 _HERO_DEPTH = re.compile(r"The hero now: depth (\d+)")
 SELLING_TASKS = ("transactions", "price", "levelupsell")
+
+
+def _first_skill(start: Optional[str] = None, end: Optional[str] = None) -> Optional[str]:
+    """The first skill (index order) with this start / end rule; None when the skill set has none."""
+    return next((s.name for s in SKILL_SET.specs if start in (None, s.start) and end in (None, s.end)), None)
+
+
+# the skills the rules choose, by what their files say they do (the designed set's names in comments)
+EXPLORER = FALLBACK_SKILL  # discoverer
+SELLER = _first_skill(start="shopkeeper_in_view")  # merchant
+WORSHIPPER = _first_skill(start="altar_in_view")  # worshipper
+DESCENDER = _first_skill(end="depth_increase")  # descender
+ASCENDER = _first_skill(end="depth_decrease")  # ascender
 
 
 def is_action_prompt(prompt: str) -> bool:
@@ -138,24 +154,25 @@ def skill_answer(prompt: str) -> str:
     """The stand-in's reply to a next-skill prompt."""
     task = (_TASK.search(prompt) or [None, ""])[1]
     found = _CAN_START.search(prompt)
-    can = [s.strip() for s in found.group(1).split(",")] if found else ["discoverer"]
+    can = [s.strip() for s in found.group(1).split(",")] if found else [EXPLORER]
     ended = (_ENDED.search(prompt) or [None, ""])[1]
     depth = int((_HERO_DEPTH.search(prompt) or [None, "1"])[1])
 
     def reply(skill: str, why: str) -> str:
         return f"{NOTICE}: {why}.\nSkill: {skill}"
 
-    if "merchant" in can and task in SELLING_TASKS:
-        return reply("merchant", "a shopkeeper is near and the task sells")
-    if "worshipper" in can and task == "buc":
-        return reply("worshipper", "an altar is near")
-    if ended == "discoverer":
+    if SELLER in can and task in SELLING_TASKS:
+        return reply(SELLER, "a shopkeeper is near and the task sells")
+    if WORSHIPPER in can and task == "buc":
+        return reply(WORSHIPPER, "an altar is near")
+    if ended == EXPLORER:
         if task == "levelupsell":
-            return reply("discoverer", "stay on this level")
-        if task == "goldenexit" and depth >= 3:
-            return reply("ascender", "deep enough: go back up")
-        return reply("descender", "the level was explored: go down")
-    return reply("discoverer", "explore the level")
+            return reply(EXPLORER, "stay on this level")
+        if task == "goldenexit" and depth >= 3 and ASCENDER is not None:
+            return reply(ASCENDER, "deep enough: go back up")
+        if DESCENDER is not None:
+            return reply(DESCENDER, "the level was explored: go down")
+    return reply(EXPLORER, "explore the level")
 
 
 def answer(prompt: str) -> Optional[str]:

@@ -72,7 +72,13 @@ Every public name is imported from here, ``rl_baseline.sf.cfg``.
 from __future__ import annotations
 
 from rl_baseline.flag_types import MOTIF_ENV, SKILL_ENV, ConfigError
-from rl_baseline.sf.cfg.arguments import SAVED_BEFORE_FLAG, parse_progress_scales, parse_quantiles, parse_reward_dirs
+from rl_baseline.sf.cfg.arguments import (
+    SAVED_BEFORE_FLAG,
+    check_run_skill_set,
+    parse_progress_scales,
+    parse_quantiles,
+    parse_reward_dirs,
+)
 from rl_baseline.sf.cfg.checks import (
     check_command_line,
     check_eval_args,
@@ -84,7 +90,6 @@ from rl_baseline.sf.cfg.checks import (
 )
 from rl_baseline.sf.cfg.derive import derive_cfg, precision_choice
 from rl_baseline.sf.cfg.env_config import (
-    ASCENDER_START_DEPTH,
     SkillEnvConfig,
     eval_dir_of,
     eval_result_path,
@@ -98,6 +103,7 @@ from rl_baseline.sf.cfg.env_config import (
     uses_meta_policy,
 )
 from rl_baseline.sf.cfg.flags import (
+    ASCENDER_START_DEPTH,
     DEFAULT_QUANTILES,
     ENV_ALIASES,
     EVAL_FLAGS,
@@ -123,7 +129,8 @@ __all__ = [  # what the phases, the scripts and the tools import from rl_baselin
     "ConfigError", "MOTIF_ENV", "SKILL_ENV", "DEFAULT_QUANTILES", "ENV_ALIASES", "EVAL_FLAGS", "EVAL_POLICIES",
     "GOAL_KEYS", "LLM_REWARD_TYPES", "MOTIF_EPISODE_STEPS", "NO_TASK", "ONI_DIR", "ONI_ENVS", "ONI_MODEL",
     "ONLINE_REWARD_TYPES", "PAPER_DEFAULTS", "ROOT_ENVS", "SF1_REWARD_CLIP", "SKILL_EPISODE_STEPS", "WANDB_SPELLINGS",
-    "add_maestro_args", "SAVED_BEFORE_FLAG", "parse_progress_scales", "parse_quantiles", "parse_reward_dirs",
+    "add_maestro_args", "SAVED_BEFORE_FLAG", "check_run_skill_set", "parse_progress_scales", "parse_quantiles",
+    "parse_reward_dirs",
     "derive_cfg", "precision_choice",
     "check_command_line", "check_eval_args", "check_files", "check_flags", "check_machine", "check_meta_policy_flags",
     "reward_thresholds", "ASCENDER_START_DEPTH", "SkillEnvConfig", "eval_dir_of", "eval_result_path", "evaluation_settings",

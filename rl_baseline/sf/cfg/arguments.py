@@ -11,6 +11,8 @@ import sys
 from typing import Any, Optional, Sequence
 
 from common.cli import ScriptParser
+from common.skill_files import SkillFileError, check_same_skill_set
+from common.vocabulary import SKILL_SET
 from rl_baseline.flag_types import MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
 from rl_baseline.sf.cfg.flags import (
     ENV_ALIASES,
@@ -121,6 +123,11 @@ def parse_command_line(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         # --env was filled in for sample-factory's parser, not given: a saved experiment's own
         # environment (resume, evaluation) must win over this default
         cfg.cli_args.pop("env", None)
+    # --skills chose this process's skill set before the parser ran (scripts/__init__.py); the paths are not a
+    # setting of the run: its config records the set itself (derive_cfg: skill_set), and an evaluation elsewhere
+    # must not inherit the training machine's paths
+    vars(cfg).pop("skills", None)
+    cfg.cli_args.pop("skills", None)
     return cfg
 
 
@@ -172,6 +179,30 @@ def _check_network_shape(saved: dict[str, Any], explicit: dict[str, Any], path: 
                           f"{trained}, and {shape}; drop --{key} (the saved value is used) or use another --experiment")
 
 
+def check_saved_skill_set(saved: dict[str, Any], run_dir: str) -> None:
+    """A skill-environment run resumed or evaluated with another skill set than it recorded (its one-hot, its
+    reward models and its policies over skills are the set's): :class:`ConfigError` naming both sets. A run
+    made before runs recorded their set was made with the designed five; a Motif single-reward run has no skills."""
+    if saved.get("env", SKILL_ENV) != SKILL_ENV:
+        return
+    try:
+        check_same_skill_set(saved.get("skill_set"), SKILL_SET, where=run_dir)
+    except SkillFileError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def check_run_skill_set(run_dir: str | os.PathLike) -> None:
+    """:func:`check_saved_skill_set` on the run saved in ``run_dir`` (its ``config.json``), for a tool that refuses
+    before its own work; :class:`ConfigError` for a config.json that cannot be read too."""
+    path = os.path.join(run_dir, "config.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    check_saved_skill_set(saved if isinstance(saved, dict) else {}, str(run_dir))
+
+
 def with_saved_experiment(cfg: argparse.Namespace, required: bool,
                            config_dir: Optional[str] = None) -> argparse.Namespace:
     """The saved ``{train_dir}/{experiment}/config.json`` (or ``{config_dir}/config.json``) with this command's
@@ -200,6 +231,7 @@ def with_saved_experiment(cfg: argparse.Namespace, required: bool,
     except Exception as exc:  # sample-factory raises a bare Exception for an unreadable config.json
         raise ConfigError(f"{path}: cannot be read ({exc})") from exc
     saved = _keep_saved_meanings(merged, path)
+    check_saved_skill_set(saved, os.path.dirname(path))
     _check_network_shape(saved, explicit, path)
     chosen = merged.get("cli_args") or {}  # the training command's own flags, as sample-factory saved them
     from_saved = [k for k in SAVED_EVAL_PROTOCOL if k in chosen and k not in explicit] if evaluation else []

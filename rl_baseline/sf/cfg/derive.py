@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from common.precision import PrecisionChoice, PrecisionError, resolve_precision
-from common.vocabulary import NUM_SKILLS
+from common.vocabulary import NUM_SKILLS, SKILL_SET
 from rl_baseline.baselines.flags import derive_baseline_cfg
 from rl_baseline.flag_types import MOTIF_ENV, SKILL_ENV, ConfigError, parse_list_flag
 from rl_baseline.sf.cfg.arguments import parse_progress_scales, parse_quantiles, parse_reward_dirs
@@ -42,6 +42,10 @@ def derive_cfg(cfg: argparse.Namespace) -> argparse.Namespace:
         cfg.obs_scale = 1.0
     if cfg.num_skills is None:
         cfg.num_skills = NUM_SKILLS if cfg.env == SKILL_ENV else 1
+    if not getattr(cfg, "skill_set", None):
+        # the run's record of its skill set (names, indexes, files' sha256), saved in config.json with the rest;
+        # a saved run keeps the set it was made with (with_saved_experiment refused another)
+        cfg.skill_set = SKILL_SET.record()
     oni_env = cfg.env == MOTIF_ENV and cfg.root_env in ONI_ENVS
     if getattr(cfg, "max_episode_steps", None) is None:
         cfg.max_episode_steps = MOTIF_EPISODE_STEPS if cfg.env == MOTIF_ENV else SKILL_EPISODE_STEPS

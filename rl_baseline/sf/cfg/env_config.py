@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from common.llm import CODER_MODEL
-from common.vocabulary import EVAL_TASKS, NUM_SKILLS, SKILLS
+from common.vocabulary import EVAL_TASKS, NUM_SKILLS, SKILL_SPECS, SKILLS
 from rl_baseline.baselines.flags import task_reward_task, training_skill
 from rl_baseline.baselines.llm_policy.client import LLMSettings
 from rl_baseline.baselines.oni.prompts import goal_text
 from rl_baseline.flag_types import MOTIF_ENV, SKILL_ENV
-from rl_baseline.sf.cfg.flags import NO_TASK, SF1_REWARD_CLIP, SKILL_EPISODE_STEPS
+from rl_baseline.sf.cfg.flags import ASCENDER_START_DEPTH, NO_TASK, SF1_REWARD_CLIP, SKILL_EPISODE_STEPS
 from rl_baseline.skills import MSG_MAX_KEYS
 
 
@@ -23,10 +23,6 @@ def forced_skill(cfg: Any) -> Optional[str]:
     return skill if cfg.evaluation and skill != NO_TASK else None
 
 
-#: where the forced-skill evaluation starts the ascender: it needs levels to climb
-ASCENDER_START_DEPTH = 3
-
-
 def eval_start_depth(cfg: Any) -> int:
     """The dungeon level forced-skill episodes start on (1 outside a forced-skill evaluation)."""
     skill = forced_skill(cfg)
@@ -34,7 +30,8 @@ def eval_start_depth(cfg: Any) -> int:
         return 1
     depth = int(getattr(cfg, "eval_start_depth", -1))
     if depth < 0:
-        return ASCENDER_START_DEPTH if skill == "ascender" else 1
+        # a skill that ends by going up (the ascender) needs levels above it to climb
+        return ASCENDER_START_DEPTH if SKILL_SPECS[skill].end == "depth_decrease" else 1
     return depth
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from common.nethack import game_clock
 from common.precision import PRECISIONS
-from common.vocabulary import NUM_SKILLS, SKILLS
+from common.skill_files import add_skills_flag
+from common.vocabulary import NUM_SKILLS, SKILL_SPECS, SKILLS
 from rl_baseline.baselines.flags import add_baseline_args, add_llm_meta_policy_args
 from rl_baseline.flag_types import MOTIF_ENV, SKILL_ENV
 from rl_baseline.skills import MSG_MAX_KEYS, REWARD_TIMINGS, SKILL_REWARDS
@@ -52,8 +53,13 @@ WANDB_SPELLINGS = {"--wandb": "--with_wandb", "--wandb_entity": "--wandb_user", 
 # (--with_wandb is sample-factory's flag; the run is started by rl_baseline.sf.wandb_run, not by sample-factory)
 ONI_DIR = "oni"  # under {train_dir}/{experiment}: the online labels, networks and statistics
 NO_TASK = "none"
+#: where the forced-skill evaluation starts a skill that ends when the depth decreases (the ascender): it needs
+#: levels to climb
+ASCENDER_START_DEPTH = 3
 SF1_REWARD_CLIP = 10.0  # sample-factory 1's --reward_clip, applied after --reward_scale by Motif's and ONI's actors
-DEFAULT_QUANTILES = "[0.95,0.85,0.85,0.85,0.85]"  # paper: 95th for the discoverer, 85th for the others
+#: each skill file's ``reward.quantile`` in skill order (the designed five: "[0.95,0.85,0.85,0.85,0.85]", the paper's
+#: 95th for the discoverer, 85th for the others); derive_cfg recognises the default by this text
+DEFAULT_QUANTILES = "[" + ",".join(f"{SKILL_SPECS[s].quantile:g}" for s in SKILLS) + "]"
 
 PAPER_DEFAULTS: dict[str, Any] = dict(
     algo="APPO",
@@ -108,9 +114,13 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     from sample_factory.utils.utils import str2bool  # lazy: sample-factory; --help stays light without it
 
     g = p.add_argument_group("MaestroMotif")
+    # read before this parser by scripts/__init__.py (the vocabulary is the chosen set); parse_command_line drops
+    # its value, and the run records the set itself (derive_cfg: skill_set)
+    add_skills_flag(g)
     g.add_argument("--reward_dir", type=str, default="[]",
                    help="reward model directories, one per skill in skill order, as a list literal "
-                        "(\"['train_dir/skill_rewards/llama3_discoverer_default', ...]\") or a single directory")
+                        f"(\"['train_dir/skill_rewards/{SKILL_SPECS[SKILLS[0]].experiment}', ...]\") or a single "
+                        "directory")
     g.add_argument("--extrinsic_reward", "--extrinsic_reward_coeff", dest="extrinsic_reward", type=float, default=0.0,
                    help="coefficient of the game (or task) reward in the training reward")
     g.add_argument("--llm_reward", "--llm_reward_coeff", dest="llm_reward", type=float, default=0.1,
@@ -124,14 +134,14 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--skill_reward", type=str, default="llm", choices=SKILL_REWARDS,
                    help="what pays the skills: llm (the method: each skill's reward model from --reward_dir) or "
                         "progress (a privileged diagnostic and upper bound, not the method: each skill's own "
-                        "progress measure, map cells newly revealed for the discoverer, +1 per level descended "
-                        "for the descender, per level ascended for the ascender, per item whose curse status "
-                        "an altar showed for the worshipper, per item sold for the merchant; times --llm_reward; "
-                        "no reward model needed)")
+                        "progress measure, its file's measures.progress: "
+                        + ", ".join(f"{s} {SKILL_SPECS[s].progress_measure}" for s in SKILLS)
+                        + "; times --llm_reward; no reward model needed)")
     g.add_argument("--progress_scale", type=str, default="1.0",
                    help="--skill_reward progress only: each skill's progress reward multiplied by this (list in "
-                        "the order of the skills, or one value for every skill), before --llm_reward; e.g. "
-                        "\"[1, 50, 50, 1, 1]\" pays a level descended or ascended as much as 50 cells revealed")
+                        "the order of the skills, or one value for every skill), before --llm_reward; e.g. with "
+                        "the five designed skills \"[1, 50, 50, 1, 1]\" pays a level descended or ascended as much "
+                        "as 50 cells revealed")
     g.add_argument("--progress_stairs_reward", type=float, default=0.0,
                    help="--skill_reward progress only: the descender is also paid this much (in levels, before "
                         "--progress_scale) for its first arrival on each level's down staircase, the step before "
@@ -219,7 +229,8 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                         f"meta-policy) and report its measures; one of {', '.join(SKILLS)}, or none")
     g.add_argument("--eval_start_depth", type=int, default=-1,
                    help="forced-skill evaluation: dungeon level each episode starts on, reached by wizard-mode "
-                        "level teleport after reset (-1: 3 for the ascender, 1 for the other skills)")
+                        f"level teleport after reset (-1: {ASCENDER_START_DEPTH} for a skill that ends when the "
+                        "depth decreases, which needs levels to climb, 1 for the other skills)")
     g.add_argument("--game_clock", type=str, default=game_clock.REAL,
                    help=game_clock.FLAG_HELP + f". Evaluation only (training keeps the machine's clock); default "
                         f"{game_clock.REAL}, the release's; for comparable evaluations pin one, for example "
