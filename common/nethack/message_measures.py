@@ -10,6 +10,7 @@ phase, annotation and code generation included.
 """
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 MessageMeasure = Callable[[str], float]
@@ -34,3 +35,13 @@ def message_measure(name: str, rate: str | None = None) -> Callable[[MessageMeas
         return fn
 
     return register
+
+
+_HERO_KILL = re.compile(r"\bYou (?:kill|destroy) (?!yourself)")
+
+
+@message_measure("monsters_killed", rate="kills_per_1000_steps")
+def monsters_killed(message: str) -> float:
+    """Monsters the hero killed: "You kill the newt!", "You destroy the kobold zombie!" (a pet's kill is not the
+    hero's: "The little dog kills the newt.")."""
+    return float(len(_HERO_KILL.findall(message)))
