@@ -38,7 +38,7 @@ from typing import Callable, Optional, Sequence
 
 from common.flag_checks import FlagError, at_least, check_training_sizes
 from common.llm import ANNOTATOR_MODELS_BY_SIZE
-from common.vocabulary import EVAL_TASKS, SKILL_SET, SKILLS
+from common.vocabulary import ALL_TASKS, EVAL_TASKS, SKILL_SET, SKILLS
 from orchestration.baselines import available, baseline_phases
 from orchestration.phases import (
     ARRAY_ID,
@@ -236,12 +236,25 @@ def _small_plan(cfg: PipelineConfig) -> list[Phase]:
         ["--task", cfg.code_task, "--seed", str(cfg.code_seed), "--gen_dir", gen_dir, "--out_root", meta_dir],
         outputs=[str(Path(meta_dir) / cfg.code_task / f"seed{cfg.code_seed}" / "execution.py")],
     ))
+    own_policies = bool(cfg.skill_files)  # another skill set: the shipped modules know the designed five only
+    if own_policies:
+        for task in ALL_TASKS:
+            if task == cfg.code_task:
+                continue
+            out.append(Phase(
+                f"combine/{task}", "combine", "scripts.combine",
+                ["--task", task, "--seed", str(cfg.code_seed), "--reference", "--out_root", meta_dir],
+                outputs=[str(Path(meta_dir) / task / f"seed{cfg.code_seed}" / "execution.py")],
+                note="the hand-written reference policy joined to this skill set's skill functions",
+            ))
     out.append(Phase(
         "check/meta_policies", "check", "scripts.pipeline",
-        ["--check_meta_policies", "--code_seed", str(cfg.code_seed)],
-        note="the shipped meta-policies: code check + reference unit test in the sandbox",
+        ["--check_meta_policies", "--code_seed", str(cfg.code_seed)]
+        + (["--meta_policy_root", meta_dir] if own_policies else []),
+        note=("this skill set's" if own_policies else "the shipped")
+        + " meta-policies: code check + reference unit test in the sandbox",
     ))
-    train_args = skill_training_args(cfg)
+    train_args = skill_training_args(cfg) + (["--meta_policy_root", meta_dir] if own_policies else [])
     exp_dir = Path(cfg.policy_train_dir) / cfg.experiment
     # a small preset's own evaluation protocol goes into the run's config.json (the paper's is the default)
     own_protocol = eval_protocol_args(cfg) if cfg.preset != "paper" else []
