@@ -87,7 +87,7 @@ from common.llm import (
     request_seed,
 )
 from common.run_lock import LockHeldError, RunLock
-from common.vocabulary import skill_index
+from common.vocabulary import SKILL_SPECS, skill_index
 from rlaif.dataset import DatasetError, ObservationDataset, find_dataset, load_dataset
 from rlaif.motif_dataset import MotifLayoutError, open_motif_layout
 from rlaif.motif_prompts import MotifPromptBuilder, MotifPromptError, annotator_string, load_prompt_file
@@ -193,7 +193,8 @@ class AnnotationConfig:
         if self.layout == "motif":
             return annotator_string(self.llm_size, self.goal_key, self.prompt_version, self.use_messages,
                                     self.use_blstats, self.prompt_context_name)
-        return f"llama3_{self.goal_key}_default"
+        spec = SKILL_SPECS.get(self.goal_key)  # a skill's preference file is named by its file's experiment
+        return spec.experiment if spec is not None else f"llama3_{self.goal_key}_default"
 
     @property
     def work_dir(self) -> str:
