@@ -24,13 +24,14 @@ Placeholders are written ``{{name}}`` and replaced verbatim (code contains brace
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from code_generation.sandbox import PLAYER_CLASS, split_unit_test
 from code_generation.skill_rules import budget_attributes_text, render_harness
 from common.skill_files import SkillSet
-from common.vocabulary import COMPOSITE_TASKS, SKILL_SET, TRAINING_TASK, check_task
+from common.vocabulary import COMPOSITE_TASKS, SKILL_SET, SKILLS, TRAINING_TASK, check_task
 
 PROMPT_DIR = Path(__file__).resolve().parent
 TASK_FILES = ("initial_prompt.txt", "check_prompt.txt", "rewrite_prompt.txt", "initial_values.txt", "reference_check.py")
@@ -125,6 +126,19 @@ class TaskPrompts:
         return fill(self.rewrite, output=output, task=self.task)
 
 
+def skeleton_text(prompt_dir: Path = PROMPT_DIR) -> str:
+    """The bare skeleton of the training policy, its comment naming the skills of the set (wrapped as written)."""
+    names = [f'"{s}"' for s in SKILLS]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    comment = (f"current_skill: the skill that just ended ({listed}); dungeon_depth: the current depth; "
+               "branch_number: 0 in the Dungeons of Doom, 2 in the Gnomish Mines; merchant_precondition: a "
+               "shopkeeper is in view of the hero and items can be sold; worshipper_precondition: an altar is in "
+               "view of the hero and items can be identified.")
+    indent = "        # "
+    lines = textwrap.wrap(comment, width=94, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
+    return _read(prompt_dir / "skeleton.py").replace(indent + "{{perform_task_arguments}}", "\n".join(lines))
+
+
 def existing_class_source(task: str, seed: int, meta_root: str | Path | None = None,
                           prompt_dir: str | Path | None = None) -> str:
     """The class shown in a task's initial prompt.
@@ -135,13 +149,13 @@ def existing_class_source(task: str, seed: int, meta_root: str | Path | None = N
     """
     base = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
     if task == TRAINING_TASK:
-        return _read(base / "skeleton.py")
+        return skeleton_text(base)
     root = Path(meta_root) if meta_root is not None else PROMPT_DIR.parent / "rl_baseline" / "meta_policies"
     for candidate in (root / TRAINING_TASK / f"seed{seed}" / "execution.py",
                       root / TRAINING_TASK / "seed42" / "execution.py"):
         if candidate.is_file():
             return split_unit_test(candidate.read_text(encoding="utf-8"))[0]
-    return _read(base / "skeleton.py")
+    return skeleton_text(base)
 
 
 _BLOCK = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)

@@ -10,10 +10,6 @@ class NetHackPlayer:
 
     def perform_task(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
                      worshipper_precondition):
-        # current_skill: the skill that just ended ("discoverer", "descender", "ascender",
-        # "worshipper" or "merchant"); dungeon_depth: the current depth; branch_number: 0 in
-        # the Dungeons of Doom, 2 in the Gnomish Mines; merchant_precondition: a shopkeeper is
-        # in view of the hero and items can be sold; worshipper_precondition: an altar is in
-        # view of the hero and items can be identified.
+        # {{perform_task_arguments}}
         # Returns the name of the next skill.
         return "discoverer"

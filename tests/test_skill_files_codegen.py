@@ -339,6 +339,11 @@ def test_a_sixth_skill_is_in_every_prompt(six_skills):
         assert 'SIM_SKILLS = ("discoverer", "descender", "ascender", "worshipper", "merchant", "lookout")' in initial
 
 
+def test_the_training_policys_skeleton_names_a_sixth_skill(six_skills):
+    skeleton = six_skills["prompts"]["exploration"][0].replace("\n        # ", " ")
+    assert 'ended ("discoverer", "descender", "ascender", "worshipper", "merchant" or "lookout")' in skeleton
+
+
 def test_a_sixth_skill_has_its_branch_of_skill_termination(six_skills):
     assert LOOKOUT_BRANCH in six_skills["functions"]
     # combine joined it, ran the reference test in the six-skill harness and found no skill ending at once
