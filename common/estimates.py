@@ -4,6 +4,9 @@
   interval (seeded, so a report is reproducible) for counts and rates, which stays within the observed
   values and so never goes below zero for a non-negative measure; a Wilson score interval for 0/1 outcomes
   (a task's success), which stays within [0, 1];
+* an interval read back from a results file, as it is printed (:func:`recorded_interval`, :func:`held_in_range`):
+  files written before these methods hold Student's t intervals (and pages mean +- 1.96 s.e.), which reach below
+  zero for a count on a handful of episodes; what is printed never does;
 * an accuracy with the number of pairs it rests on (:func:`format_accuracy`), flagged below
   :data:`MIN_VALIDATION_PAIRS`.
 
@@ -94,6 +97,46 @@ def recorded_interval_method(data: object) -> str:
     written with Student's t intervals."""
     method = data.get("interval_method") if isinstance(data, dict) else None
     return str(method) if method else "Student's t"
+
+
+#: how a table names the intervals of a file that records no method (Student's t), as :func:`recorded_interval`
+#: prints them
+RECOMPUTED_METHOD = (f"{BOOTSTRAP_METHOD}, recomputed from the per-episode values the file keeps (its own were "
+                     "Student's t; where it keeps fewer than two values, its own, held at 0)")
+
+
+def held_in_range(lo: float, hi: float, low: float = 0.0, high: float = math.inf) -> tuple[float, float]:
+    """The bounds of an interval of a quantity that cannot leave ``[low, high]`` (a count or a rate: [0, inf); a
+    success rate: [0, 1]) held inside it; a NaN bound stays NaN. Every printed interval of a non-negative quantity
+    goes through it, so that one read back from an older file (Student's t, mean +- 1.96 s.e.) never shows a
+    bound below zero."""
+    def hold(x: float) -> float:
+        return x if x != x else float(min(max(x, low), high))
+
+    return hold(float(lo)), hold(float(hi))
+
+
+def recorded_interval(entry: object, binary: bool = False) -> tuple[float, float]:
+    """The 95% interval to print for one measure of a results file (``{"mean", "ci95"}``, with ``ci_method`` and
+    the per-episode ``values`` in files of the current tools): the recorded bounds when the entry names its method;
+    for an entry that names none (written with Student's t) the interval :func:`mean_interval95` gives on its
+    ``values`` where it keeps two or more; in every case :func:`held_in_range` (within [0, 1] for a success rate,
+    ``binary``). NaN bounds when there is none."""
+    if not isinstance(entry, dict):
+        return math.nan, math.nan
+    ci = entry.get("ci95")
+    lo, hi = (ci[0], ci[1]) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (math.nan, math.nan)
+    values = entry.get("values")
+    if not entry.get("ci_method") and isinstance(values, (list, tuple)) and len(values) >= 2:
+        try:
+            _, lo, hi = mean_interval95([float(v) for v in values], binary=binary)
+        except (TypeError, ValueError):  # a damaged file: its own bounds, held in range
+            pass
+    try:
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):
+        return math.nan, math.nan
+    return held_in_range(lo, hi, 0.0, 1.0 if binary else math.inf)
 
 
 def too_few_pairs(pairs: Optional[int]) -> bool:

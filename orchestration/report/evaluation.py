@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from common.estimates import INTERVAL_NOTE
+from common.estimates import INTERVAL_NOTE, held_in_range
 from common.file_errors import load_json
 from common.vocabulary import EVAL_TASKS, TASK_MEASURE
 from orchestration.baseline_cost import annotation_model, stand_in_annotated
@@ -110,10 +110,19 @@ def _pair(value: object) -> Optional[tuple[float, float]]:
     return None
 
 
+#: the evaluation measures that cannot go below zero (a success rate, a count per episode): their printed interval
+#: is held within [0, ...] (:func:`common.estimates.held_in_range`), whatever a file recorded
+NON_NEGATIVE_MEASURES = ("success", "count")
+
+
 def format_interval(measure: str, ci: Optional[tuple[float, float]]) -> str:
-    """``[20.1%, 79.9%]`` for a success rate, ``[1.00, 3.00]`` for a count; ``n/a`` when there is none."""
+    """``[20.1%, 79.9%]`` for a success rate, ``[1.00, 3.00]`` for a count; ``n/a`` when there is none. The interval
+    of a success rate is printed within [0, 1] and that of a count within [0, ...], so a file that recorded bounds
+    below zero (another tool's, or edited) does not print one."""
     if ci is None or ci[0] != ci[0] or ci[1] != ci[1]:
         return "n/a"
+    if measure in NON_NEGATIVE_MEASURES:
+        ci = held_in_range(ci[0], ci[1], 0.0, 1.0 if measure == "success" else float("inf"))
     if measure == "success":
         return f"[{100.0 * ci[0]:.1f}%, {100.0 * ci[1]:.1f}%]"
     return f"[{ci[0]:.2f}, {ci[1]:.2f}]"

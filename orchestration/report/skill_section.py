@@ -1,15 +1,21 @@
 """The forced-skill evaluation section: an experiment's ``skill_report.md`` copied with its
 explanations (headings moved down, image links left out) or, without it, a table built from
-``skill_report.json`` (:func:`skill_report_section`); :func:`find_skill_reports` finds them."""
+``skill_report.json`` (:func:`skill_report_section`); :func:`find_skill_reports` finds them.
+
+Every measure of a skill report is non-negative, and no interval printed here goes below zero: a report written
+before the bootstrap intervals holds Student's t ones (``251 [-517, 1.02e+03]`` on 3 episodes). From its JSON the
+interval is recomputed from the per-episode values it keeps (:func:`common.estimates.recorded_interval`); in its
+Markdown a bound below zero is printed as 0 (:func:`hold_table_intervals`)."""
 from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from common.estimates import recorded_interval_method
+from common.estimates import RECOMPUTED_METHOD, recorded_interval, recorded_interval_method
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE
 
 from .shared import _float, _num, find_inputs, skip
@@ -65,30 +71,75 @@ def markdown_tables(text: str) -> list[str]:
     return tables
 
 
+#: an interval in a table cell of a skill report: ``[lo, hi]``, each bound as ``format_measure`` or ``_num`` wrote it
+_NUMBER = r"-?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?"
+_CELL_INTERVAL = re.compile(rf"\[(\s*)({_NUMBER})(\s*,\s*)({_NUMBER})(\s*)\]")
+#: said under a copied report whose table had a bound below zero
+HELD_NOTE = ("Intervals of this report that reached below zero (Student's t, the method of the tools that wrote it) "
+             "are printed from 0: every measure here is non-negative.")
+
+
+def hold_table_intervals(line: str) -> tuple[str, bool]:
+    """A table line of a skill report with every interval bound below zero printed as 0 (the measures are
+    non-negative), and whether one was."""
+    held = False
+
+    def hold(m: re.Match) -> str:
+        nonlocal held
+        lo, hi = m.group(2), m.group(4)
+        if lo.startswith("-"):
+            lo, held = "0", True
+        if hi.startswith("-"):
+            hi, held = "0", True
+        return f"[{m.group(1)}{lo}{m.group(3)}{hi}{m.group(5)}]"
+
+    return _CELL_INTERVAL.sub(hold, line), held
+
+
 def skill_report_body(text: str) -> str:
     """``skill_report.md`` to go under this report's heading: its tables with the text that
     explains them (CI, policies, verdict), headings moved two levels down, and without its
-    image links (relative to the experiment folder; the image is linked from the report folder)."""
+    image links (relative to the experiment folder; the image is linked from the report folder).
+    An interval bound below zero in its tables (a report of the Student's t intervals) is printed as 0, and a
+    line under it says so (:func:`hold_table_intervals`)."""
     lines = []
+    any_held = False
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("![") and stripped.endswith(")"):
             continue
         if stripped.startswith("#"):
             line = "##" + stripped
+        elif stripped.startswith("|"):
+            line, held = hold_table_intervals(line)
+            any_held = any_held or held
         lines.append(line)
+    if any_held:
+        lines += ["", HELD_NOTE]
     return "\n".join(lines).strip()
 
 
 def _ci_cell(entry: object) -> str:
+    """``mean [lo, hi]`` of one measure of ``skill_report.json``: the interval as
+    :func:`common.estimates.recorded_interval` gives it (recomputed from the per-episode values of a file of the
+    Student's t intervals, never below zero)."""
     if not isinstance(entry, dict):
         return "n/a"
     mean = _float(entry.get("mean"))
     ci = entry.get("ci95")
     text = _num(mean)
     if isinstance(ci, (list, tuple)) and len(ci) == 2:
-        text += f" [{_num(_float(ci[0]))}, {_num(_float(ci[1]))}]"
+        lo, hi = recorded_interval(entry)
+        text += f" [{_num(lo)}, {_num(hi)}]"
     return text
+
+
+def json_interval_method(data: object) -> str:
+    """How the intervals of :func:`skill_report_json_table` were made: the file's method where it records one,
+    else :data:`common.estimates.RECOMPUTED_METHOD` (a file of the Student's t intervals)."""
+    if isinstance(data, dict) and data.get("interval_method"):
+        return recorded_interval_method(data)
+    return RECOMPUTED_METHOD
 
 
 def skill_report_json_table(data: dict) -> Optional[str]:
@@ -132,7 +183,7 @@ def skill_report_section(report: SkillReport) -> list[str]:
     if table:
         if isinstance(episodes, (int, float)):
             parts += [f"{int(episodes)} episodes per skill and policy; main measure, mean [95% interval: "
-                      f"{recorded_interval_method(data)}] per episode (from `{report.json}`).", ""]
+                      f"{json_interval_method(data)}] per episode (from `{report.json}`).", ""]
         parts += [table, ""]
     else:
         parts += [f"(no table in {report.md or report.json})", ""]
