@@ -3,7 +3,8 @@
 The pages quoted the progress bound's buc at 10M env steps as "0.50 [-0.07, 1.07] on 4 episodes": mean +- 1.96
 s.e., the method of the tools of then, as the held-skill reports' Student's t was. The tools now compute a bootstrap
 percentile interval for a count and Wilson's for a success rate; these tests pin that every path that computes or
-prints one stays within [0, ...] on the case that went below zero, a count of 4 episodes (0, 0, 0, 2), including
+prints one stays within [0, ...] on the case that went below zero, a count of 4 episodes (0, 0, 1, 1: the values that give the page's
+[-0.07, 1.07] with the sample standard deviation; the per-episode values themselves were not kept), including
 intervals read back from files the older tools wrote.
 """
 from __future__ import annotations
@@ -24,18 +25,19 @@ from common.estimates import (
     recorded_interval,
 )
 
-#: the buc count of the page: 4 episodes that met an altar, one of which identified 2 items
-FOUR_EPISODES = [0.0, 0.0, 0.0, 2.0]
+#: the buc count of the page: 4 episodes that met an altar, two of which identified an item
+FOUR_EPISODES = [0.0, 0.0, 1.0, 1.0]
 #: what the older tools recorded for it: mean +- 1.96 s.e. (the evaluations) and Student's t (the skill reports)
-NORMAL_OLD = (0.5 - 1.96 * 0.5, 0.5 + 1.96 * 0.5)  # [-0.48, 1.48]
-STUDENT_OLD = (0.5 - 3.182 * 0.5, 0.5 + 3.182 * 0.5)  # t(0.975, 3 df): [-1.09, 2.09]
+NORMAL_OLD = (0.5 - 1.96 * 0.5 / 3 ** 0.5, 0.5 + 1.96 * 0.5 / 3 ** 0.5)  # [-0.07, 1.07]
+STUDENT_OLD = (0.5 - 3.182 * 0.5 / 3 ** 0.5, 0.5 + 3.182 * 0.5 / 3 ** 0.5)  # t(0.975, 3 df): [-0.42, 1.42]
 
 
 def test_the_old_intervals_of_four_episodes_went_below_zero():
     """The case itself: both older methods put the lower bound of this count below zero."""
     x = np.asarray(FOUR_EPISODES)
     se = x.std(ddof=1) / math.sqrt(x.size)
-    assert se == pytest.approx(0.5)
+    assert se == pytest.approx(0.5 / math.sqrt(3))
+    assert (round(NORMAL_OLD[0], 2), round(NORMAL_OLD[1], 2)) == (-0.07, 1.07)  # the page's figure
     assert NORMAL_OLD[0] < 0.0 and STUDENT_OLD[0] < 0.0
 
 
