@@ -11,8 +11,12 @@ import argparse
 import contextlib
 import importlib
 import importlib.util
+import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +25,7 @@ from typing import Any
 import pytest
 
 import common.cli
+from common.skill_files import SKILLS_ENV, skills_from_argv
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -227,6 +232,9 @@ def parse_command(command: Command) -> Any:
         return None  # venv, pip, pytest, llama.cpp's server: not ours to parse
     if any("..." in a for a in command.args):
         raise FlagError("an elided argument ('...'): the command does not run as written")
+    paths = skills_from_argv(command.args)
+    if paths is not None and os.environ.get(SKILLS_ENV) is None:
+        return _parse_with_skill_set(command, paths)
     with strict_parsers():
         if command.module == "scripts.main":
             from rl_baseline.flag_types import ConfigError  # lazy: sample-factory, for this module's commands only
@@ -241,6 +249,21 @@ def parse_command(command: Command) -> Any:
         if build_parser is None:
             raise FlagError(f"{command.module} has no build_parser(): its flags cannot be checked without running it")
         return build_parser().parse_args(command.args)
+
+
+def _parse_with_skill_set(command: Command, paths: list[str]) -> None:
+    """A command with ``--skills`` parsed in a process of its own, whose vocabulary is that skill set (as the
+    entry point's ``scripts/__init__.py`` makes it)."""
+    env = {**os.environ, SKILLS_ENV: os.pathsep.join(str(REPO / p) for p in paths)}
+    program = ("import sys, json\nfrom tests.test_readme import Command, FlagError, parse_command\n"
+               "try:\n    parse_command(Command(*json.loads(sys.argv[1])))\nexcept FlagError as exc:\n"
+               "    print(exc)\n    sys.exit(3)\n")
+    proc = subprocess.run([sys.executable, "-c", program, json.dumps([command.where, command.module, command.args])],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    if proc.returncode == 3:
+        raise FlagError(proc.stdout.strip())
+    if proc.returncode != 0:
+        raise FlagError(f"parsing with its skill set failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
 
 
 def command_errors(commands: list[Command]) -> list[str]:
@@ -296,7 +319,9 @@ def test_every_docs_page_opens_with_what_it_covers():
 
 
 def test_the_release_training_command_names_five_reward_models_in_skill_order():
-    shown = [c for c in COMMANDS if c.module == "scripts.main" and "--env" not in c.args and "--reward_dir" in c.args]
+    # a command with --skills names its own skill set's models (checked against that set's parser above)
+    shown = [c for c in COMMANDS if c.module == "scripts.main" and "--env" not in c.args and "--reward_dir" in c.args
+             and skills_from_argv(c.args) is None]
     assert shown
     for command in shown:
         with strict_parsers():
