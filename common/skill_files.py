@@ -114,6 +114,9 @@ class SkillSpec:
     stand_in_messages: tuple[MessageRule, ...] = ()
     stand_in_stats: dict[str, float] = field(default_factory=dict)
     sha256: str = ""
+    #: the authors' release's goal string for the skill, verbatim, where ``preference`` rewords it (a record for
+    #: comparison: no prompt uses it)
+    release_preference: Optional[str] = None
 
     @property
     def budget_attribute(self) -> str:
@@ -131,6 +134,7 @@ _SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "stand_in": {"stats": dict, "message": list},
 }
 _OPTIONAL: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "text": {"release_preference": str},
     "rules": {"budget_default": int},
     "reward": {"release_label_shares": list},
     "stand_in": {"message": list},
@@ -282,6 +286,7 @@ def read_skill_file(path: str | Path) -> SkillSpec:
         stand_in_messages=tuple(_message_rule(path, i, r) for i, r in enumerate(rules_in)),
         stand_in_stats={k: float(v) for k, v in stats.items()},
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
+        release_preference=text.get("release_preference"),
     )
 
 

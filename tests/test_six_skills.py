@@ -68,3 +68,19 @@ def test_a_six_skill_run_refuses_to_resume_with_the_designed_five(six_skill_run)
     line = proc.stderr.strip().splitlines()[-1]
     assert "fighter" in line and "discoverer, descender, ascender, worshipper, merchant" in line
     assert sorted(p.name for p in (run / "skill_policy" / "ci").iterdir()) == before
+
+
+@pytest.mark.slow
+def test_training_six_skills_with_the_five_skill_policies_is_refused_naming_the_sixth(six_skill_run, tmp_path):
+    """The shipped modules' skill_termination has no fighter branch: the fighter would end at every step."""
+    run = six_skill_run
+    config = json.loads((run / "skill_policy" / "ci" / "config.json").read_text(encoding="utf-8"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "scripts.main", "--algo", "APPO", "--device", "cpu", "--num_workers", "1",
+         "--num_envs_per_worker", "2", "--train_dir", str(tmp_path), "--experiment", "five_policies",
+         "--reward_dir", config["reward_dir"], "--train_for_env_steps", "1000", *SIX],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "ends the skill fighter on its first turn" in line, line
+    assert not (tmp_path / "five_policies" / "checkpoint_p0").exists()

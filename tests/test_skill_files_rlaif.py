@@ -29,8 +29,15 @@ import numpy as np
 import pytest
 
 from common.nethack import blstats as B
-from common.skill_files import DEFAULT_SKILLS_DIR, SKILLS_ENV, STAND_IN_PATTERNS, STAND_IN_STATS, load_skill_set
-from common.vocabulary import EVAL_TASKS
+from common.skill_files import (
+    DEFAULT_SKILLS_DIR,
+    DESIGNED_SKILLS,
+    SKILLS_ENV,
+    STAND_IN_PATTERNS,
+    STAND_IN_STATS,
+    load_skill_set,
+)
+from common.vocabulary import EVAL_TASKS, SKILL_SPECS
 from rlaif import heuristic
 from rlaif.captions import caption_from_values, motif_description
 from rlaif.motif_prompts import MOTIF_GOAL_KEYS, PROMPT_VERSIONS, MotifPromptBuilder, equivalent_context, goal_sentence
@@ -371,3 +378,12 @@ def test_a_process_that_chose_a_sixth_skill_annotates_it(six_skills: Path) -> No
     assert reply == "Rule-based stand-in (fountaineer): moment 1 scores 4, moment 2 scores -1.5.\nAnswer: 1"
     assert has_preference
     assert shared == sorted(DESIGNED)  # the sixth file gives no released label shares
+
+
+def test_the_releases_goal_strings_are_kept_beside_the_rewording_and_used_by_no_prompt():
+    from rlaif.prompts import SKILL_PREFERENCES, SYSTEM_PROMPT
+
+    for name in DESIGNED_SKILLS:
+        release = SKILL_SPECS[name].release_preference
+        assert release and release != SKILL_SPECS[name].preference
+        assert release not in SKILL_PREFERENCES[name] and release not in SYSTEM_PROMPT

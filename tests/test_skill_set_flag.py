@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from common.skill_files import DEFAULT_SKILLS_DIR, SKILLS_ENV, load_skill_set
-from common.vocabulary import SKILL_SET, SKILLS
+from common.vocabulary import ALL_TASKS, SKILL_SET, SKILLS
 
 REPO = Path(__file__).resolve().parents[1]
 SIXTH = "juggler"
@@ -187,8 +187,27 @@ def test_the_pipelines_commands_carry_the_skill_set_when_one_is_given(tmp_path, 
     assert {p: _all_commands(p, baselines=every) for p in default} == default
     # another set reaches every phase, the baselines' too, as it was given (absolute); this process's vocabulary
     # stays the designed five (the next test runs the pipeline with the set, its per-skill phases included)
+    # -- and, the shipped policies over skills knowing the designed five only, every task's policy is joined to
+    # this set's skill functions under the run's folder, which the check, the training and the evaluations use
     monkeypatch.setenv(SKILLS_ENV, str(six_skills))
-    assert _all_commands("ci", baselines=every) == [cmd + ["--skills", str(six_skills)] for cmd in default["ci"]]
+    commands = _all_commands("ci", baselines=every)
+    joined = [cmd for cmd in commands if "scripts.combine" in cmd and "--reference" in cmd]
+    assert sorted(cmd[cmd.index("--task") + 1] for cmd in joined) == sorted(
+        t for t in ALL_TASKS if t != make_config("ci").code_task)
+    meta_root = str(make_config("ci").out / "meta_policies")
+    assert all(cmd[cmd.index("--out_root") + 1] == meta_root for cmd in joined)
+
+    def without_root(cmd: list[str]) -> list[str]:
+        if "--meta_policy_root" not in cmd:
+            return cmd
+        i = cmd.index("--meta_policy_root")
+        assert cmd[i + 1] == meta_root
+        return cmd[:i] + cmd[i + 2:]
+
+    rooted = [cmd for cmd in commands if "--meta_policy_root" in cmd]
+    assert any("--check_meta_policies" in cmd for cmd in rooted) and any("--evaluation" in cmd for cmd in rooted)
+    assert [without_root(cmd) for cmd in commands if cmd not in joined] == [
+        cmd + ["--skills", str(six_skills)] for cmd in default["ci"]]
     # the paper's plan and its slurm jobs (five skills from another folder: the paper plan has the paper's five)
     five = tmp_path / "five"
     shutil.copytree(DEFAULT_SKILLS_DIR, five)

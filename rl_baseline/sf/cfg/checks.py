@@ -8,7 +8,7 @@ import logging
 import os
 from typing import Any, Optional, Sequence
 
-from code_generation.loader import module_path
+from code_generation.loader import module_path, refuse_instant_endings
 from common.flag_checks import TRAINING_SIZES, FlagError, at_least, check_training_sizes, positive_finite, worker_count
 from common.llm import BackendError
 from common.nethack import game_clock
@@ -309,6 +309,8 @@ def check_files(cfg: Any) -> list[float]:
             # a start as an episode's: a module that cannot even start (a file cut short that still
             # parses, say) is refused here rather than replaced by the fallback skill all run long
             policy.next_skill(policy.initial_skill, 1, 0, False, False)
+            # a skill of the set that the module's skill_termination does not know would end at every step
+            refuse_instant_endings(policy.host, module_path(task, cfg.code_seed, cfg.meta_policy_root))
         except Exception as exc:  # the loader reports missing files and bad generated code
             raise ConfigError(f"meta-policy for task {task!r}, --code_seed {cfg.code_seed}: {exc}") from exc
         if policy.num_errors:
