@@ -116,6 +116,26 @@ def held_in_range(lo: float, hi: float, low: float = 0.0, high: float = math.inf
     return hold(float(lo)), hold(float(hi))
 
 
+def format_mean_interval(mean: float, lo: float, hi: float) -> str:
+    """``mean [lo, hi]`` of a non-negative quantity, three significant digits, the bounds held within [0, ...]
+    (:func:`held_in_range`); ``mean`` alone without bounds, ``n/a`` without a mean. What the skill reports print
+    and what the kept records' figures are rebuilt with."""
+    lo, hi = held_in_range(lo, hi)
+    if not math.isfinite(mean):
+        return "n/a"
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{mean:.3g}"
+    return f"{mean:.3g} [{lo:.3g}, {hi:.3g}]"
+
+
+def format_percent(rate: float) -> str:
+    """A rate as the pages print it: two significant digits (``2.3%``, ``0.018%``, ``0%``)."""
+    if not math.isfinite(rate):
+        return "n/a"
+    percent = 100.0 * rate
+    return f"{percent:.0f}%" if percent >= 10.0 else f"{percent:.2g}%"
+
+
 def recorded_interval(entry: object, binary: bool = False) -> tuple[float, float]:
     """The 95% interval to print for one measure of a results file (``{"mean", "ci95"}``, with ``ci_method`` and
     the per-episode ``values`` in files of the current tools): the recorded bounds when the entry names its method;

@@ -37,6 +37,7 @@ is read from the saved configuration).
 
 All of sample-factory's flags are accepted too (``--help`` lists them). A worker that dies ends
 the run with exit status 1; a bad configuration is reported before any worker starts (status 2).
+A run that seems stuck: ``kill -USR1 <pid>`` prints the stack of every thread of the main process.
 """
 from __future__ import annotations
 
@@ -57,6 +58,11 @@ from common.interrupts import hold_signals  # noqa: E402
 
 if __name__ == "__main__":  # a command: signals wait while it loads, checks and starts (common.interrupts)
     hold_signals()
+    import faulthandler
+    import signal
+
+    # a run that seems stuck: ``kill -USR1 <pid>`` prints every thread's stack of this process on stderr
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 from common.cli import FAILED, USAGE, MissingPackageError, error
 from common.flag_checks import output_folder

@@ -168,3 +168,17 @@ def test_the_held_skill_evaluation_prints_no_bound_below_zero():
     assert 0.0 <= stat["ci95"][0] <= 0.5 <= stat["ci95"][1] <= 2.0
     assert "[-" not in format_measure(stat)
     assert format_measure({"mean": 0.5, "ci95": list(STUDENT_OLD)}) == f"0.5 [0, {STUDENT_OLD[1]:.3g}]"
+
+
+def test_no_page_prints_an_interval_below_zero() -> None:
+    """Every figure with an interval on the pages is a count, a share or a rate: none has a bound below zero (the
+    record of the runs printed 42 such bounds from the Student's t and normal intervals of then)."""
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    below = re.compile(r"[0-9%]\**\s\[-[0-9]")
+    found = [f"{page.relative_to(repo)}:{n}: {line.strip()[:120]}"
+             for page in [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
+             for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1) if below.search(line)]
+    assert not found, "\n".join(found)

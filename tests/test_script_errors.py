@@ -127,6 +127,7 @@ OUTPUTS = [
     ("scripts.serve_local_llm", "--log", "server.log", lambda o, d: ["--model", _gguf(d), "--log", o]),
     ("scripts.serve_stand_in_llm", "--log", "requests.jsonl", lambda o, d: ["--port", "0", "--log", o]),
     ("scripts.skill_report", "--out", None, lambda o, d: ["--policy_dir", _policy_dir(d), "--out", o]),
+    ("scripts.results_tables", "--repo", None, lambda o, d: ["--write", "--repo", o]),
     ("scripts.train_reward", "--train_dir", None, lambda o, d: [
         "--train_dir", o, "--experiment", "llama3_descender_default"]),
     ("scripts.training_window", "--plot", "curves.png", lambda o, d: ["--policy_dir", str(d), "--plot", o]),

@@ -26,7 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.atomic_io import atomic_write_json
-from common.estimates import held_in_range, interval_method, mean_interval95
+from common.estimates import format_mean_interval, interval_method, mean_interval95
 from common.nethack.actions import action_names_for
 from common.nethack.game_clock import active_game_clock
 from rl_baseline.envs.seeding import evaluation_game_seed, seed_run
@@ -224,12 +224,7 @@ def evaluate_skill_with(cfg: Any, policy_kind: str, episodes: int, num_envs: int
 def format_measure(stat: dict) -> str:
     """``mean [lo, hi]`` of one measure (every skill measure is non-negative: the bounds are printed within
     [0, ...], whatever the entry holds)."""
-    mean, (lo, hi) = stat["mean"], held_in_range(*stat["ci95"])
-    if not np.isfinite(mean):
-        return "n/a"
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return f"{mean:.3g}"
-    return f"{mean:.3g} [{lo:.3g}, {hi:.3g}]"
+    return format_mean_interval(float(stat["mean"]), *map(float, stat["ci95"]))
 
 
 def evaluate_skill(cfg: Any) -> dict:
