@@ -136,7 +136,9 @@ def _labelled_over_all(unit: Unit) -> bool:
 
 
 def _registries(units: list[Unit]) -> tuple[set[float], set[float]]:
-    """The values of the pages' window rates and of their all-episodes rates."""
+    """The values of the pages' window rates and of their all-episodes rates. A rate of 0 is left out of both: no
+    success in any episode is 0 on every basis ("0 of 1,036 over all episodes: 0%" beside a window's 0%), so it
+    cannot set one basis against the other."""
     window, over_all = set(), set()
     for u in units:
         spans = _beside_spans(u.text)
@@ -146,7 +148,7 @@ def _registries(units: list[Unit]) -> tuple[set[float], set[float]]:
             if m.group(1) is None or _in_spans(m.start(), spans):
                 continue
             (over_all if _labelled_over_all(u) else window).add(_value(m.group(1)))
-    return window, over_all
+    return window - {0.0}, over_all - {0.0}
 
 
 def _rates_in(unit: Unit, rates: set[float]) -> list[str]:
