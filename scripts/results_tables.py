@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 from common.atomic_io import atomic_write_text
 from common.cli import ScriptParser, error
 from common.flag_checks import FlagError, output_file, output_folder
+from common.skill_files import add_skills_flag
 from orchestration.kept_records import (
     RecordError,
     check_pages,
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write the generated tables into the pages (between their marker lines)")
     what.add_argument("--check", action="store_true",
                       help="write nothing; exit 1 with one line per difference between the pages and the records")
+    add_skills_flag(p)
     return p
 
 

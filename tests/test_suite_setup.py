@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SERIAL_IN_FILE = {  # tests/test_interrupts.py: the annotation's label window, the pipeline's
+SERIAL_IN_FILE = {  # tests/test_interrupts.py: the annotation's label window, the pipeline's, the training's shutdown
     "test_annotation_interrupted_says_what_is_saved_and_resumes_exactly[2-130]",
     "test_annotation_interrupted_says_what_is_saved_and_resumes_exactly[15-143]",
     "test_the_pipeline_passes_the_signal_to_its_phase_and_says_how_to_resume[15-143]",
+    "test_skill_training_interrupted_saves_a_checkpoint_and_resumes_from_it[2-130]",
+    "test_skill_training_interrupted_saves_a_checkpoint_and_resumes_from_it[15-143]",
 }
 
 
