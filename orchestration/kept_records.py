@@ -203,13 +203,14 @@ def figures_table(figures: Sequence[Figure], page: str, records_dir: Path, repo:
     return "\n".join(lines)
 
 
-def spread(values: Sequence[float]) -> str:
-    """The spread over seeds: their mean and range, ``mean 0.04 (range 0.015 to 0.065, 3 seeds)``."""
+def spread(values: Sequence[float], unit: str = "") -> str:
+    """The spread over seeds: their mean and range, ``mean 0.0217 (range 0.015 to 0.03, 3 seeds)``."""
     if not values:
         return "no seed yet"
     if len(values) == 1:
-        return f"{values[0]:.3g} (1 seed: no spread yet)"
-    return f"mean {float(np.mean(values)):.3g} (range {min(values):.3g} to {max(values):.3g}, {len(values)} seeds)"
+        return f"{values[0]:.3g}{unit} (1 seed: no spread yet)"
+    return (f"mean {float(np.mean(values)):.3g}{unit} (range {min(values):.3g}{unit} to {max(values):.3g}{unit}, "
+            f"{len(values)} seeds)")
 
 
 def seeds_table(figures: Sequence[Figure], group: str, planned: int = 3) -> str:
@@ -233,9 +234,8 @@ def seeds_table(figures: Sequence[Figure], group: str, planned: int = 3) -> str:
     spread_cells = []
     for role in roles:
         values = [f.mean for f in members if f.spec.role == role]
-        scale = 100.0 if role == "gnomish_composed" else 1.0
-        text = spread([scale * v for v in values])
-        spread_cells.append(text.replace(" (", "% (", 1) if scale != 1.0 and values else text)
+        rate = role == "gnomish_composed"  # a success rate, in percent as the pages print it
+        spread_cells.append(spread([100.0 * v for v in values], "%") if rate else spread(values))
     lines.append(f"| over the seeds ({len(seeds)} of {planned}) | | " + " | ".join(spread_cells) + " |")
     return "\n".join(lines)
 

@@ -201,3 +201,12 @@ def test_write_into_a_page_without_its_markers_names_the_page_and_writes_nothing
     assert _script("--write", "--records", str(tmp_path), "--repo", str(tmp_path)).returncode == 0
     assert "| gnomish | 0% [0%, 28%] | over the window of all 10 episodes |" in (tmp_path / "p.md").read_text()
     assert check_pages(tmp_path, tmp_path) == []
+
+
+def test_the_spread_of_a_success_rate_is_in_percent(tmp_path) -> None:
+    _evaluation(tmp_path, [True] * 3 + [False] * 997, window=1000)  # 0.3%
+    entry = COMPOSED.replace('pages = ["p.md"]', 'pages = ["p.md"]\ngroup = "g"\nrole = "gnomish_composed"')
+    _manifest(tmp_path, entry.replace('id = "g"', 'id = "a"') + "seed = 1\n" + entry.replace('id = "g"', 'id = "b"')
+              + "seed = 2\n")
+    table = seeds_table(rebuild_all(tmp_path), "g")
+    assert "| over the seeds (2 of 3) | | mean 0.3% (range 0.3% to 0.3%, 2 seeds) |" in table, table
