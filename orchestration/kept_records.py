@@ -15,6 +15,15 @@ Kinds of figure:
 * ``composed``: a task composed zero-shot under the release's protocol (an evaluation's JSON, merged or not): the
   share of episodes that reached the task's goal over the release's window, with the count over all episodes
   beside it where more episodes finished than the window holds.
+* ``composed_mean``: the mean of one per-episode value of such an evaluation (``field``, a dotted path into an
+  episode's record: ``release.descents``) over the release's window, with its bootstrap interval.
+* ``composed_share``: the share of the window's episodes whose ``field`` equals ``equals`` (``release.max_depth``
+  1: never left level 1; ``ending`` "killed by a monster"), with Wilson's interval.
+
+A page's sections named in the manifest (``[[quoted_section]]``: ``page`` and ``heading``, the heading's line as
+written) quote no interval that is not a kept figure's: :func:`check_sections` reads every ``mean [lo, hi]`` in them
+and every count over all episodes (``N of M over all episodes: Y%``) in them (the verdict, the table of figures to
+quote), so a figure whose record was not kept cannot stand there.
 
 Figures of one ``group`` with a ``seed`` and a ``role`` make a table of seeds with their spread (the method at
 several training seeds): :func:`seeds_table`.
@@ -35,11 +44,16 @@ import numpy as np
 from common.estimates import bootstrap_interval, format_mean_interval, format_percent, wilson_interval
 
 MANIFEST_NAME = "figures.toml"
-KINDS = ("held_alone", "composed")
+KINDS = ("held_alone", "composed", "composed_mean", "composed_share")
 #: the fields of an entry of the manifest, by kind (beside the common ones)
-KIND_FIELDS = {"held_alone": ("skill", "policy", "measure"), "composed": ()}
+KIND_FIELDS = {"held_alone": ("skill", "policy", "measure"), "composed": (), "composed_mean": ("field",),
+               "composed_share": ("field", "equals")}
+#: an interval as the pages print one: ``0.225 [0.15, 0.31]``, ``2.3% [1.5%, 3.4%]`` (the figure before it included)
+INTERVAL = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?%?\s\[-?\d[\d,]*(?:\.\d+)?%?,\s-?\d[\d,]*(?:\.\d+)?%?\]")
+#: a count over all episodes as the pages put it beside a rate over the release's window
+BESIDE = re.compile(r"\d[\d,]* of [\d,]+ over all episodes: \d[\d.]*%")
 COMMON_FIELDS = ("id", "quantity", "kind", "record", "pages")
-OPTIONAL_FIELDS = ("group", "seed", "role", "note")
+OPTIONAL_FIELDS = ("group", "seed", "role", "note", "quoted_in")
 #: the roles of a figure in a table of seeds, in the table's column order, with the column's heading
 SEED_ROLES = {
     "descender_alone": "descender held alone: new deepest levels per episode",
@@ -61,8 +75,9 @@ class FigureSpec:
     quantity: str
     kind: str
     record: str  # relative to the records folder
-    pages: tuple[str, ...]  # relative to the repository root
+    pages: tuple[str, ...]  # relative to the repository root; each holds the generated tables
     params: dict = field(default_factory=dict)
+    quoted_in: tuple[str, ...] = ()  # pages that quote the figure in their text only, with no generated table
     group: Optional[str] = None
     seed: Optional[int] = None
     role: Optional[str] = None
@@ -80,15 +95,41 @@ class Figure:
     beside: str = ""  # the count over all episodes, for a success rate whose window holds fewer
 
 
-def load_manifest(records_dir: str | Path) -> list[FigureSpec]:
-    """The entries of ``{records_dir}/figures.toml``; a :class:`RecordError` names the file and the entry."""
+@dataclass(frozen=True)
+class QuotedSection:
+    """A page's section that quotes kept figures only (its heading's line as written, ``## Verdict``)."""
+    page: str
+    heading: str
+
+
+def _read_manifest(records_dir: str | Path) -> tuple[Path, dict]:
     path = Path(records_dir) / MANIFEST_NAME
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return path, tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise RecordError(f"{path}: no manifest of kept figures") from exc
     except tomllib.TOMLDecodeError as exc:
         raise RecordError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def load_quoted_sections(records_dir: str | Path) -> list[QuotedSection]:
+    """The ``[[quoted_section]]`` entries of ``{records_dir}/figures.toml`` (none is allowed)."""
+    path, data = _read_manifest(records_dir)
+    sections = []
+    for n, entry in enumerate(data.get("quoted_section", []), start=1):
+        if not isinstance(entry, dict) or set(entry) != {"page", "heading"} or not all(
+                isinstance(v, str) for v in entry.values()):
+            raise RecordError(f"{path}: [[quoted_section]] {n} needs page and heading (text), and nothing else")
+        if not entry["heading"].startswith("#"):
+            raise RecordError(f"{path}: [[quoted_section]] {n}: heading {entry['heading']!r} is not a heading "
+                              "line (it starts with #)")
+        sections.append(QuotedSection(entry["page"], entry["heading"]))
+    return sections
+
+
+def load_manifest(records_dir: str | Path) -> list[FigureSpec]:
+    """The entries of ``{records_dir}/figures.toml``; a :class:`RecordError` names the file and the entry."""
+    path, data = _read_manifest(records_dir)
     entries = data.get("figure")
     if not isinstance(entries, list) or not entries:
         raise RecordError(f"{path}: no [[figure]] entries")
@@ -112,11 +153,13 @@ def load_manifest(records_dir: str | Path) -> list[FigureSpec]:
             raise RecordError(f"{where}: role {role!r} is not one of {', '.join(SEED_ROLES)}")
         if (role is None) != (entry.get("seed") is None) or (role is not None and not entry.get("group")):
             raise RecordError(f"{where}: a figure of a table of seeds needs group, seed and role together")
-        if not isinstance(entry["pages"], list) or not all(isinstance(p, str) for p in entry["pages"]):
-            raise RecordError(f"{where}: pages must be a list of page paths")
+        for key in ("pages", "quoted_in"):
+            if not isinstance(entry.get(key, []), list) or not all(isinstance(p, str) for p in entry.get(key, [])):
+                raise RecordError(f"{where}: {key} must be a list of page paths")
         specs.append(FigureSpec(
             id=str(entry["id"]), quantity=str(entry["quantity"]), kind=kind, record=str(entry["record"]),
             pages=tuple(entry["pages"]), params={k: entry[k] for k in KIND_FIELDS[kind]},
+            quoted_in=tuple(entry.get("quoted_in", [])),
             group=entry.get("group"), seed=entry.get("seed"), role=role, note=str(entry.get("note", ""))))
     ids = [s.id for s in specs]
     doubled = sorted({i for i in ids if ids.count(i) > 1})
@@ -168,18 +211,76 @@ def _composed(spec: FigureSpec, record: dict, path: Path) -> Figure:
     text = f"{format_percent(k / n)} [{format_percent(lo)}, {format_percent(hi)}]"
     if n < len(reached):
         basis = f"over the release's window of the last {n:,} episodes"
-        beside = f"({sum(reached)} of {len(reached):,} over all episodes: {format_percent(sum(reached) / len(reached))})"
+        overall = sum(reached) / len(reached)
+        printed = format_percent(overall)
+        if printed == format_percent(k / n) and overall != k / n:
+            # two rates that differ are not printed alike (the pages tell the two bases apart by their values)
+            printed = f"{100.0 * overall:.3g}%"
+        beside = f"({sum(reached)} of {len(reached):,} over all episodes: {printed})"
     else:
         basis, beside = f"over the window of all {n:,} episodes", ""
     steps = record.get("env_steps")
     return Figure(spec, text, k / n, n, basis, int(steps) if steps is not None else None, beside)
 
 
+def _field(episode: dict, dotted: str) -> object:
+    value: object = episode
+    for key in dotted.split("."):
+        value = value[key]  # type: ignore[index]
+    return value
+
+
+def _window(spec: FigureSpec, record: dict, path: Path) -> tuple[list[dict], int]:
+    """The episodes of the release's window (all of them where fewer finished), and how many finished."""
+    try:
+        episodes = record["per_episode"]
+        window = [e for e in episodes if e.get("in_window", True)]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise RecordError(f"{path}: no per-episode release records (figure {spec.id})") from exc
+    if not window:
+        raise RecordError(f"{path}: no finished episodes (figure {spec.id})")
+    return window, len(episodes)
+
+
+def _window_basis(n: int, finished: int) -> str:
+    return (f"over the release's window of the last {n:,} episodes" if n < finished
+            else f"over the window of all {n:,} episodes")
+
+
+def _composed_mean(spec: FigureSpec, record: dict, path: Path) -> Figure:
+    window, finished = _window(spec, record, path)
+    try:
+        values = [float(_field(e, spec.params["field"])) for e in window]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordError(f"{path}: no per-episode {spec.params['field']!r} (figure {spec.id})") from exc
+    mean = float(np.mean(values))
+    lo, hi = bootstrap_interval(values)
+    steps = record.get("env_steps")
+    return Figure(spec, format_mean_interval(mean, lo, hi), mean, len(values), _window_basis(len(values), finished),
+                  int(steps) if steps is not None else None)
+
+
+def _composed_share(spec: FigureSpec, record: dict, path: Path) -> Figure:
+    window, finished = _window(spec, record, path)
+    try:
+        hits = sum(_field(e, spec.params["field"]) == spec.params["equals"] for e in window)
+    except (KeyError, TypeError) as exc:
+        raise RecordError(f"{path}: no per-episode {spec.params['field']!r} (figure {spec.id})") from exc
+    n = len(window)
+    lo, hi = wilson_interval(hits, n)
+    steps = record.get("env_steps")
+    return Figure(spec, f"{format_percent(hits / n)} [{format_percent(lo)}, {format_percent(hi)}]", hits / n, n,
+                  _window_basis(n, finished), int(steps) if steps is not None else None)
+
+
+_BUILDERS = {"held_alone": _held_alone, "composed": _composed, "composed_mean": _composed_mean,
+             "composed_share": _composed_share}
+
+
 def rebuild(spec: FigureSpec, records_dir: str | Path) -> Figure:
     """One figure, computed again from its record's per-episode values."""
     path = Path(records_dir) / spec.record
-    record = read_record(path)
-    return _held_alone(spec, record, path) if spec.kind == "held_alone" else _composed(spec, record, path)
+    return _BUILDERS[spec.kind](spec, read_record(path), path)
 
 
 def rebuild_all(records_dir: str | Path) -> list[Figure]:
@@ -290,6 +391,59 @@ def pages_of(figures: Sequence[Figure]) -> list[str]:
     return sorted({p for f in figures for p in f.spec.pages})
 
 
+def _one_line(text: str) -> str:
+    """``text`` with each run of white space (a line break and the next line's indent) read as one space."""
+    return re.sub(r"\s+", " ", text)
+
+
+def section_text(text: str, heading: str) -> Optional[str]:
+    """The lines under ``heading`` up to the next heading of its level or above (``None`` without the heading)."""
+    lines = text.split("\n")
+    try:
+        start = lines.index(heading)
+    except ValueError:
+        return None
+    level = len(heading) - len(heading.lstrip("#"))
+    body = []
+    fenced = False
+    for line in lines[start + 1:]:
+        if line.startswith("```"):
+            fenced = not fenced
+        if not fenced and line.startswith("#") and len(line) - len(line.lstrip("#")) <= level:
+            break
+        body.append(line)
+    return "\n".join(body)
+
+
+def check_sections(repo: str | Path, records_dir: str | Path, figures: Sequence[Figure]) -> list[str]:
+    """Intervals in the quoted sections that no kept figure of that page gives (each names page, section and the
+    interval): a figure there whose record was not kept, or one edited by hand."""
+    repo = Path(repo)
+    problems = []
+    for section in load_quoted_sections(records_dir):
+        path = repo / section.page
+        if not path.exists():
+            problems.append(f"{section.page}: the page is missing (a quoted section of {MANIFEST_NAME})")
+            continue
+        body = section_text(split_blocks(path.read_text(encoding="utf-8"))[0], section.heading)
+        if body is None:
+            problems.append(f"{section.page}: no heading {section.heading!r} (a quoted section of {MANIFEST_NAME})")
+            continue
+        mine = [f for f in figures if section.page in f.spec.pages + f.spec.quoted_in]
+        kept = {f.text for f in mine}
+        body = _one_line(body)  # a figure wrapped across two lines is read as one
+        for found in dict.fromkeys(m.group(0) for m in INTERVAL.finditer(body)):
+            if found not in kept:
+                problems.append(f"{section.page}, {section.heading!r}: {found!r} is not a kept figure of this page "
+                                f"(keep its record and add it to {MANIFEST_NAME}, or take it out of this section)")
+        counts = {m.group(0) for f in mine for m in BESIDE.finditer(f.beside)}
+        for found in dict.fromkeys(m.group(0) for m in BESIDE.finditer(body)):
+            if found not in counts:
+                problems.append(f"{section.page}, {section.heading!r}: {found!r} is not the count over all episodes "
+                                f"of a kept figure of this page")
+    return problems
+
+
 def check_pages(repo: str | Path, records_dir: Optional[str | Path] = None,
                 figures: Optional[Sequence[Figure]] = None) -> list[str]:
     """What differs between the pages and the records: a generated table that is not what the records give, or a
@@ -304,6 +458,7 @@ def check_pages(repo: str | Path, records_dir: Optional[str | Path] = None,
             problems.append(f"{page}: the page is missing")
             continue
         outside, held = split_blocks(path.read_text(encoding="utf-8"))
+        outside = _one_line(outside)
         for name, content in render_blocks(figures, page, records_dir, repo).items():
             if name not in held:
                 problems.append(f"{page}: no table {name!r} (run python -m scripts.results_tables --write)")
@@ -314,4 +469,14 @@ def check_pages(repo: str | Path, records_dir: Optional[str | Path] = None,
             if page in f.spec.pages and f.text not in outside:
                 problems.append(f"{page}: quotes no {f.text!r} for {f.spec.id} ({f.spec.quantity}) outside the "
                                 "generated tables: the records give that figure")
-    return problems
+    for page in sorted({p for f in figures for p in f.spec.quoted_in}):
+        path = repo / page
+        if not path.exists():
+            problems.append(f"{page}: the page is missing")
+            continue
+        outside = _one_line(split_blocks(path.read_text(encoding="utf-8"))[0])
+        for f in figures:
+            if page in f.spec.quoted_in and f.text not in outside:
+                problems.append(f"{page}: quotes no {f.text!r} for {f.spec.id} ({f.spec.quantity}): the records "
+                                "give that figure")
+    return problems + check_sections(repo, records_dir, figures)

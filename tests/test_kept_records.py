@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,7 @@ def _copy_repo(tmp_path: Path) -> Path:
     """The pages and the records in a folder of their own, to be edited."""
     (tmp_path / "docs").mkdir()
     shutil.copytree(RECORDS, tmp_path / "docs" / "records")
-    for page in {p for f in rebuild_all(RECORDS) for p in f.spec.pages}:
+    for page in {p for f in rebuild_all(RECORDS) for p in f.spec.pages + f.spec.quoted_in}:
         shutil.copy(REPO / page, tmp_path / page)
     return tmp_path
 
@@ -55,7 +56,7 @@ def test_a_figure_edited_by_hand_in_the_prose_or_the_table_is_found(tmp_path) ->
     text = page.read_text()
     fighter = next(f for f in rebuild_all(RECORDS) if f.spec.id == "fighter_alone_kills_rate")
     assert fighter.text == "11.3 [10.2, 12.5]"
-    page.write_text(text.replace("**11.3 [10.2, 12.5]**", "**12.3 [10.2, 12.5]**"))
+    page.write_text(text.replace("11.3 [10.2, 12.5]", "12.3 [10.2, 12.5]"))  # the table's too: named below
     problems = check_pages(repo)
     assert any("fighter_alone_kills_rate" in p and "quotes no '11.3 [10.2, 12.5]'" in p for p in problems), problems
     # inside a generated table: the table is named
@@ -120,9 +121,7 @@ def test_a_held_alone_figure_is_the_mean_and_bootstrap_interval_of_the_episodes(
 
 
 def _evaluation(tmp_path: Path, reached: list[bool], window: int) -> str:
-    n = len(reached)
-    per_episode = [{"release": {"reached": r}, "in_window": i >= n - window} for i, r in enumerate(reached)]
-    (tmp_path / "e.json.gz").write_bytes(gzip.compress(json.dumps({"per_episode": per_episode}).encode()))
+    _evaluation_with(tmp_path, [{"release": {"reached": r}} for r in reached], window)
     return "e.json.gz"
 
 
@@ -146,6 +145,10 @@ def test_a_composed_figure_is_the_release_window_with_the_count_over_all_episode
     assert figure.text == f"0.3% [{100 * lo:.2g}%, {100 * hi:.2g}%]"
     assert figure.basis == "over the release's window of the last 1,000 episodes"
     assert figure.beside == "(13 of 3,000 over all episodes: 0.43%)"
+    # the two rates differ but would print alike (1.9% and 1.89%): the count over all episodes gets a third digit
+    _evaluation(tmp_path, [True] * 6 + [False] * 317 + [True] * 19 + [False] * 981, window=1000)
+    (figure,) = rebuild_all(tmp_path)
+    assert figure.text.startswith("1.9% [") and figure.beside == "(25 of 1,323 over all episodes: 1.89%)"
     # fewer than the window: all of them, and nothing beside
     _evaluation(tmp_path, [True] + [False] * 99, window=1000)
     (figure,) = rebuild_all(tmp_path)
@@ -210,3 +213,117 @@ def test_the_spread_of_a_success_rate_is_in_percent(tmp_path) -> None:
               + "seed = 2\n")
     table = seeds_table(rebuild_all(tmp_path), "g")
     assert "| over the seeds (2 of 3) | | mean 0.3% (range 0.3% to 0.3%, 2 seeds) |" in table, table
+
+
+def _evaluation_with(tmp_path: Path, episodes: list[dict], window: int) -> None:
+    n = len(episodes)
+    for i, e in enumerate(episodes):
+        e["in_window"] = i >= n - window
+    (tmp_path / "e.json.gz").write_bytes(gzip.compress(json.dumps({"per_episode": episodes}).encode()))
+
+
+PER_EPISODE = '''
+[[figure]]
+id = "descents"
+quantity = "stair descents per episode"
+kind = "composed_mean"
+record = "e.json.gz"
+field = "release.descents"
+pages = ["p.md"]
+
+[[figure]]
+id = "level1"
+quantity = "never left level 1"
+kind = "composed_share"
+record = "e.json.gz"
+field = "release.max_depth"
+equals = 1
+pages = ["p.md"]
+
+[[figure]]
+id = "killed"
+quantity = "killed by a monster"
+kind = "composed_share"
+record = "e.json.gz"
+field = "ending"
+equals = "killed by a monster"
+pages = ["p.md"]
+'''
+
+
+def test_per_episode_figures_of_an_evaluation_are_read_over_the_release_window(tmp_path) -> None:
+    # 500 episodes before the window that went down 5 times each and were all killed: not counted
+    before = [{"release": {"descents": 5, "max_depth": 6}, "ending": "killed by a monster"}] * 500
+    window = ([{"release": {"descents": 0, "max_depth": 1}, "ending": "killed by a monster"}] * 700
+              + [{"release": {"descents": 2, "max_depth": 3}, "ending": "starved"}] * 300)
+    _evaluation_with(tmp_path, [dict(e) for e in before + window], window=1000)
+    _manifest(tmp_path, PER_EPISODE)
+    descents, level1, killed = rebuild_all(tmp_path)
+    lo, hi = bootstrap_interval([0.0] * 700 + [2.0] * 300)
+    assert descents.mean == pytest.approx(0.6) and descents.text == format_mean_interval(0.6, lo, hi)
+    assert descents.basis == "over the release's window of the last 1,000 episodes"
+    lo, hi = wilson_interval(700, 1000)
+    assert level1.mean == pytest.approx(0.7) and level1.text == f"70% [{100 * lo:.0f}%, {100 * hi:.0f}%]"
+    assert killed.mean == pytest.approx(0.7)
+    _manifest(tmp_path, PER_EPISODE.replace('field = "release.descents"', 'field = "release.stairs"'))
+    with pytest.raises(RecordError, match="no per-episode 'release.stairs'"):
+        rebuild_all(tmp_path)
+
+
+SECTIONS = '''
+[[quoted_section]]
+page = "p.md"
+heading = "## Verdict"
+'''
+
+
+def test_a_quoted_section_holds_kept_figures_only(tmp_path) -> None:
+    _evaluation(tmp_path, [True] * 10 + [False] * 1990 + [True] * 3 + [False] * 997, window=1000)
+    _manifest(tmp_path, COMPOSED.replace('pages = ["p.md"]', 'pages = ["p.md"]\nquoted_in = ["q.md"]') + SECTIONS)
+    (figure,) = rebuild_all(tmp_path)
+    begin, end = BLOCK_BEGIN.format(name="kept_figures"), BLOCK_END.format(name="kept_figures")
+    page = (f"# page\n## Verdict\nGnomish: **{figure.text}** over the window.\n"
+            "```bash\n# a command, not a heading\n```\nAlso 0.225\n  [0.15, 0.31], a run whose record was not kept (wrapped).\n"
+            f"## Later\nThe history may quote 2.3% [1.5%, 3.4%].\n{begin}\n{end}\n")
+    (tmp_path / "p.md").write_text(page)
+    (tmp_path / "q.md").write_text(f"a README quoting {figure.text}\n")
+    assert _script("--write", "--records", str(tmp_path), "--repo", str(tmp_path)).returncode == 0
+    problems = check_pages(tmp_path, tmp_path)
+    assert problems == ["p.md, '## Verdict': '0.225 [0.15, 0.31]' is not a kept figure of this page (keep its "
+                        "record and add it to figures.toml, or take it out of this section)"]
+    # the figure taken out of the verdict: nothing left to say
+    (tmp_path / "p.md").write_text((tmp_path / "p.md").read_text().replace("Also 0.225\n  [0.15, 0.31], a", "A"))
+    assert check_pages(tmp_path, tmp_path) == []
+    # a count over all episodes that no kept figure gives, beside a kept rate
+    text = (tmp_path / "p.md").read_text()
+    (tmp_path / "p.md").write_text(text.replace("over the window.", "over the window (13 of 3,000 over all episodes: "
+                                                 "0.43%), (9 of 99 over all episodes: 9.1%)."))
+    assert check_pages(tmp_path, tmp_path) == ["p.md, '## Verdict': '9 of 99 over all episodes: 9.1%' is not the "
+                                               "count over all episodes of a kept figure of this page"]
+    (tmp_path / "p.md").write_text(text)
+    # a page that quotes the figure in its text only: it must hold it, with no table of its own
+    (tmp_path / "q.md").write_text("a README quoting 0.4% [0.1%, 0.9%]\n")
+    assert any(p.startswith("q.md: quotes no") for p in check_pages(tmp_path, tmp_path))
+    # a heading that is not there is named
+    _manifest(tmp_path, COMPOSED + SECTIONS.replace("## Verdict", "## Shown"))
+    assert check_pages(tmp_path, tmp_path) == ["p.md: no heading '## Shown' (a quoted section of figures.toml)"]
+
+
+def test_every_row_of_the_table_of_figures_to_quote_links_to_its_record() -> None:
+    """docs/results.md's "One figure per quantity": each row's last cell links into docs/records (a row for what no
+    kept run measured says so, and links nothing)."""
+    from orchestration.kept_records import section_text
+    body = section_text((REPO / "docs" / "results.md").read_text(encoding="utf-8"), "## One figure per quantity")
+    assert body is not None
+    rows = [line for line in body.splitlines() if line.startswith("| ") and not line.startswith("| quantity |")]
+    rows = [r for r in rows if not r.startswith("|---")]
+    table = [r for r in rows if r.count("|") == 7]  # the hand-written table's six columns, not the generated one
+    assert len(table) >= 10
+    for row in table:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        if cells[1].startswith("not evaluated"):
+            assert "](" not in cells[5], row
+            continue
+        assert "](records/" in cells[5], f"no record linked: {row[:120]}"
+        for target in re.findall(r"\]\((records/[^)#]+)", cells[5]):
+            assert (REPO / "docs" / target).is_file(), target

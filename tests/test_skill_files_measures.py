@@ -105,8 +105,9 @@ def test_a_sixth_skills_message_measure_and_its_rate_count_on_its_active_steps_o
     step("juggler", "You juggle three daggers.", "The juggle goes wrong; you juggle again.")  # 1 + 2
     step("juggler", "You see here a dagger.")
     step("ascender", "You juggle.")
+    step("discoverer", depth=2)  # another skill took the hero down
     step("juggler", depth=2)
-    step("juggler", depth=1)  # the juggler went up: the ascender's measure, counted for the skill that names it
+    step("juggler", depth=1)  # the juggler went up in its turn: the ascender's measure, for the skill that names it
     step("juggler", "You juggle while dying.", depth=0)  # the last step of a game counts its messages too
     values = m.values
     assert values["juggler"] == {"juggles": 4.0, "juggles_per_1000_steps": 1000.0 * 4 / 5, "levels_ascended": 1.0}

@@ -114,13 +114,19 @@ def test_discoverer_cells_per_1000_steps_count_each_newly_seen_cell_once():
         env.close()
 
 
-def test_descent_and_ascent_are_credited_to_the_active_skill_only():
+def _wizard_game_measured():
+    """A wizard-mode game (level teleports) and a :class:`SkillMeasures` reset on its first observation."""
     env = make_monk_env(wizard=True, max_episode_steps=100)
+    _, info = env.reset()
+    raw = env.current_observation()
+    m = SkillMeasures()
+    m.reset(info, raw["chars"], raw["colors"])
+    return env, m
+
+
+def test_descent_and_ascent_are_credited_to_the_active_skill_only():
+    env, m = _wizard_game_measured()
     try:
-        _, info = env.reset()
-        raw = env.current_observation()
-        m = SkillMeasures()
-        m.reset(info, raw["chars"], raw["colors"])
         info = env.wizard_level_teleport(3)
         raw = env.current_observation()
         m.update(info, raw["chars"], raw["colors"], "descender")
@@ -135,6 +141,29 @@ def test_descent_and_ascent_are_credited_to_the_active_skill_only():
         assert values["descender"]["levels_descended"] == 2 and values["descender"]["steps_to_first_descent"] == 1
         assert values["ascender"]["levels_ascended"] == 1
         assert values["discoverer"]["new_levels"] == 1  # level 2 was new, level 1 was not
+    finally:
+        env.close()
+
+
+def test_the_ascender_is_paid_a_level_once_per_turn_not_per_return_trip():
+    """Up, down and up the same stairs in one turn of the ascender climbs one level, not two (the progress bound's
+    ascender learnt that loop when every depth decrease counted); a new turn, after another skill took the hero
+    down, counts its climb again. Live game, wizard-mode level teleports."""
+    env, m = _wizard_game_measured()
+    try:
+        def go(depth: int, skill: str) -> None:
+            info = env.wizard_level_teleport(depth)
+            raw = env.current_observation()
+            assert info["depth"] == depth
+            m.update(info, raw["chars"], raw["colors"], skill)
+
+        go(4, "descender")
+        for depth in (3, 4, 3, 4, 3, 2):  # one turn of the ascender: up, down, up, down, up, up
+            go(depth, "ascender")
+        assert m.values["ascender"]["levels_ascended"] == 2  # 4 -> 2; the old sum of decreases said 4
+        go(4, "descender")
+        go(3, "ascender")  # a new turn: its climb counts
+        assert m.values["ascender"]["levels_ascended"] == 3
     finally:
         env.close()
 

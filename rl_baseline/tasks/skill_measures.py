@@ -27,7 +27,10 @@ down_stairs_known_share  share of the active steps on which a staircase (or ladd
 down_stairs_reached      arrivals on a seen staircase down (the hero's ``@`` where the ``>`` was);
                          with the two above this tells "never finds the stairs" from "finds them
                          and does not go down" [descender]
-levels_ascended          dungeon levels gone up (sum of depth decreases) [ascender]
+levels_ascended          levels gone up above the shallowest depth reached since the skill last took
+                         over: a trip down and up again in one turn of the skill counts nothing (a sum
+                         of depth decreases paid every return trip, and the progress bound's ascender
+                         learnt to go up and down the stairs for it) [ascender]
 shops_entered            a shopkeeper's greeting ("Welcome [again] to X's store!") [merchant]
 sale_offers              a shopkeeper's sell offer ("X offers N gold pieces for ...") [merchant]
 prices_identified        offers that identify the item's type by its price (as the ``price`` task
@@ -176,7 +179,7 @@ class _Tracked:
 
     __slots__ = ("names", "progress_measure", "rates", "message_fns", "readers", "cells_part", "new_levels",
                  "descent", "ascent", "stairs", "altars", "_count_names",
-                 "counts", "steps", "cells", "first_descent", "steps_knowing", "went_to", "priced")
+                 "counts", "steps", "cells", "first_descent", "steps_knowing", "went_to", "priced", "top")
 
     def __init__(self, spec: SkillSpec, message_measures: Mapping[str, MessageMeasure],
                  rate_measures: Mapping[str, str]) -> None:
@@ -222,6 +225,7 @@ class _Tracked:
         self.steps_knowing = 0  # active steps with a staircase down of the level seen
         self.went_to: set[tuple[int, int]] = set()  # levels the skill took the hero to (no cells paid there)
         self.priced: set[str] = set()  # appearances whose offer identified them
+        self.top: Optional[int] = None  # the shallowest depth since the skill last took over (the ascent part)
 
     def value(self, measure: str) -> float:
         derived = _DERIVED.get(measure)
@@ -266,6 +270,7 @@ class SkillMeasures:
         self.stairs_levels_reached: set[tuple[int, int]] = set()
         self._level: Optional[tuple[int, int]] = None
         self._depth: Optional[int] = None
+        self._last_skill: Optional[str] = None  # the skill of the last update: the next one by another took over
         self._deepest: dict[int, int] = {}  # dungeon number -> the deepest depth reached in it this episode
         if info is not None and chars is not None:
             self._level = self._level_of(info)
@@ -282,6 +287,8 @@ class SkillMeasures:
 
     def update(self, info: dict, chars: np.ndarray, colors: np.ndarray, skill: str) -> None:
         t = self._tracked.get(skill)
+        took_over = skill != self._last_skill
+        self._last_skill = skill
         if t is None:
             return
         t.steps += 1
@@ -304,10 +311,14 @@ class SkillMeasures:
                     c["levels_descended"] += new_depth
                     if t.first_descent is None:
                         t.first_descent = t.steps
-            elif t.ascent and depth < self._depth:
-                c["levels_ascended"] += self._depth - depth
             if t.cells_part and level != self._level:
                 t.went_to.add(level)
+        if t.ascent:
+            if took_over or t.top is None:
+                t.top = self._depth if self._depth is not None else depth
+            if depth < t.top:
+                c["levels_ascended"] += t.top - depth
+                t.top = depth
         if depth > branch_deepest:
             self._deepest[level[0]] = depth
         self._depth = depth
