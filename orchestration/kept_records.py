@@ -198,29 +198,25 @@ def _held_alone(spec: FigureSpec, record: dict, path: Path) -> Figure:
 
 
 def _composed(spec: FigureSpec, record: dict, path: Path) -> Figure:
+    window, finished = _window(spec, record, path)
     try:
-        episodes = record["per_episode"]
-        reached = [bool(e["release"]["reached"]) for e in episodes]
-        window = [r for e, r in zip(episodes, reached) if e.get("in_window", True)]
+        k = sum(bool(e["release"]["reached"]) for e in window)
+        reached_all = sum(bool(e["release"]["reached"]) for e in record["per_episode"])
     except (KeyError, TypeError) as exc:
         raise RecordError(f"{path}: no per-episode release records (figure {spec.id})") from exc
-    if not window:
-        raise RecordError(f"{path}: no finished episodes (figure {spec.id})")
-    k, n = sum(window), len(window)
+    n = len(window)
     lo, hi = wilson_interval(k, n)
     text = f"{format_percent(k / n)} [{format_percent(lo)}, {format_percent(hi)}]"
-    if n < len(reached):
-        basis = f"over the release's window of the last {n:,} episodes"
-        overall = sum(reached) / len(reached)
+    beside = ""
+    if n < finished:
+        overall = reached_all / finished
         printed = format_percent(overall)
         if printed == format_percent(k / n) and overall != k / n:
             # two rates that differ are not printed alike (the pages tell the two bases apart by their values)
             printed = f"{100.0 * overall:.3g}%"
-        beside = f"({sum(reached)} of {len(reached):,} over all episodes: {printed})"
-    else:
-        basis, beside = f"over the window of all {n:,} episodes", ""
+        beside = f"({reached_all} of {finished:,} over all episodes: {printed})"
     steps = record.get("env_steps")
-    return Figure(spec, text, k / n, n, basis, int(steps) if steps is not None else None, beside)
+    return Figure(spec, text, k / n, n, _window_basis(n, finished), int(steps) if steps is not None else None, beside)
 
 
 def _field(episode: dict, dotted: str) -> object:
