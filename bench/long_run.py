@@ -10,7 +10,10 @@ the pipeline's and a temporary folder in place of its:
   (``--gamma 0.998 --travel_actions True --policy_heads per_skill``), the release's reward timing;
 * **smoke**: the smoke preset (the same games and requests, 500-step episodes, no levers);
 * **long_in_process** (with ``--long_run_in_process``): the long one with the policy over skills in-process
-  (``--trust_generated_code True``): the difference is what its sandbox costs a training run.
+  (``--trust_generated_code True``): the difference is what its sandbox costs a training run;
+* **long_games_apart** (with ``--long_run_games_apart``): the long one with each game its own sample-factory
+  environment (``--num_envs_per_worker 16 --games_per_env 1``, the layout before ``--games_per_env``: one request
+  to the sandbox a game and step): the difference is what stepping a worker's games together gives.
 
 Each run's CPU time is sampled per process every second and split into parts:
 
@@ -74,11 +77,15 @@ def config_args(name: str, reward_dirs: list[str], device: str) -> list[str]:
         args += list(LONG_RUN_LEVERS)
     if name == "long_in_process":  # --long_run_in_process: what the sandbox of generated code costs a run
         args += ["--trust_generated_code", "True"]
+    if name == "long_games_apart":  # --long_run_games_apart: a game per environment, as before --games_per_env
+        games = cfg.num_envs_per_worker * cfg.games_per_env
+        args = with_flag(with_flag(args, "--num_envs_per_worker", str(games)), "--games_per_env", "1")
     return args
 
 
 def configurations(args: argparse.Namespace) -> tuple[str, ...]:
-    return ("long", "smoke") + (("long_in_process",) if args.long_run_in_process else ())
+    return (("long", "smoke") + (("long_in_process",) if args.long_run_in_process else ())
+            + (("long_games_apart",) if getattr(args, "long_run_games_apart", False) else ()))
 
 
 def parts_of(run_cpu: dict[str, float], rollout_parts: dict[str, float]) -> dict[str, float]:
@@ -174,6 +181,10 @@ def report(args: argparse.Namespace, results: dict[str, list], parts: dict[str, 
         figures["sandbox_cost"] = round(1 - figures["long_fps"] / figures["long_in_process_fps"], 3)  # type: ignore
         print(f"\nthe sandbox of generated code costs the long runs' configuration {100 * figures['sandbox_cost']:.1f}% "
               f"of its env steps/s (against --trust_generated_code True)")
+    if "long_games_apart" in results:
+        figures["games_together_gain"] = round(figures["long_fps"] / figures["long_games_apart_fps"], 3)  # type: ignore
+        print(f"\nstepping a worker's games together (one request to the sandbox a step): x"
+              f"{figures['games_together_gain']:.2f} env steps/s against a game per environment")
     print(f"\nlong / smoke env steps/s: x{figures['long_vs_smoke']:.2f}; the compute limit (the cores' CPU over the "
           f"CPU of an env step): long {figures['long_cpu_limit_fps']:,.0f}, smoke {figures['smoke_cpu_limit_fps']:,.0f} "
           f"env steps/s")

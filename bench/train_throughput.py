@@ -416,6 +416,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--long_run_in_process", action="store_true",
                    help="with --long_run_config: time a third configuration, the long one with the policy over "
                         "skills in-process (--trust_generated_code True): what its sandbox costs a training run")
+    p.add_argument("--long_run_games_apart", action="store_true",
+                   help="with --long_run_config: time one more configuration, the long one with each game its own "
+                        "environment (--num_envs_per_worker 16 --games_per_env 1, one request to the sandbox a game "
+                        "and step): what stepping a worker's games together gives")
     return p
 
 
@@ -426,8 +430,9 @@ def main() -> None:
         p.error("--steps must be at least 5000 (a few FPS reports are needed)")
     if args.repeats < 1:
         p.error("--repeats must be at least 1")
-    if args.long_run_in_process and not args.long_run_config:
-        p.error("--long_run_in_process adds a configuration to --long_run_config: give both")
+    for extra in ("long_run_in_process", "long_run_games_apart"):
+        if getattr(args, extra) and not args.long_run_config:
+            p.error(f"--{extra} adds a configuration to --long_run_config: give both")
     if args.long_run_config:
         long_run.run(args, train_run, build_reward_dirs, REPO)
         return

@@ -15,7 +15,8 @@ Both start ``bwrap`` (Debian's ``bubblewrap``) with:
 * ``--die-with-parent``: when the trainer dies, by any signal, the sandbox dies with it.
 
 The run-time child serves one module for one process (one sample-factory rollout worker: all its environments'
-players live in it, a step costs one round trip). The child runs on its caller's core (:class:`Beside`): a round
+players live in it; a step costs one round trip, for all of the worker's games where they step together:
+:mod:`rl_baseline.skills.skill_games`). The child runs on its caller's core (:class:`Beside`): a round
 trip is then a context switch rather than a wake-up of another core. The parent bounds every request by the wall clock; code in
 the child cannot catch that: on a timeout the parent kills the child and starts a new one, the step takes the
 runtime's fallback and the error is counted. The same limits hold while the child imports the module and runs
@@ -31,6 +32,7 @@ import atexit
 import hashlib
 import json
 import logging
+import marshal
 import os
 import select
 import shutil
@@ -294,12 +296,17 @@ class InProcessPlayerHost:
         results = self.host.run(handle, ops, self.color_map)
         return Reply(results, self.host.errors)
 
+    def request_many(self, batch: list[tuple[int, list]]) -> list[Reply]:
+        """:meth:`request` for several players, one after the other (the isolated host's one round trip)."""
+        return [self.request(handle, ops) for handle, ops in batch]
+
     def close(self) -> None:
         self.host.players.clear()
 
 
 class IsolatedPlayerHost:
-    """The module in a bubblewrap child (see the module docstring); requests are JSON lines over two pipes."""
+    """The module in a bubblewrap child (see the module docstring); over two pipes, requests in marshal's format
+    after their length, replies as JSON lines (:mod:`code_generation.policy_host`)."""
 
     isolated = True
 
@@ -409,7 +416,8 @@ class IsolatedPlayerHost:
     # -- the pipe ------------------------------------------------------------------------------------------
     def _write(self, message: dict) -> None:
         assert self.proc is not None and self.proc.stdin is not None
-        data = _ENCODER.encode(message).encode() + b"\n"
+        payload = _for_child(message)
+        data = len(payload).to_bytes(4, "little") + payload
         fd = self.proc.stdin.fileno()
         while data:  # one system call for a request (a pipe takes 64 KiB at once); the loop for a long source
             data = data[os.write(fd, data):]
@@ -443,20 +451,41 @@ class IsolatedPlayerHost:
         """Runs ``ops`` on player ``handle`` in the child, within ``call_timeout_s`` per call into the module."""
         if self.dead is not None:
             return Reply(None, [["child", self.dead]])
-        calls = sum(3 if op[0] == "decide" else 1 for op in ops)
-        allowed = self._beside.enter()
-        try:
-            self._write({"op": "run", "h": handle, "ops": ops})
-            reply = self._read(self.call_timeout_s * max(1, calls))
-        except (BrokenPipeError, OSError, AssertionError):
-            reply = "ended (killed by a limit, or crashed)"
-        finally:
-            self._beside.leave(allowed)
+        reply = self._round_trip({"op": "run", "h": handle, "ops": ops}, _calls(ops))
         if isinstance(reply, dict) and _well_formed(reply, len(ops)):
             return Reply(reply["r"], [[str(w), str(t)] for w, t in reply["e"]])
+        return self._failed(reply)[0]
+
+    def request_many(self, batch: list[tuple[int, list]]) -> list[Reply]:
+        """:meth:`request` for several players in one round trip (a rollout worker's games, stepped together);
+        the wall-clock budget is the sum of theirs. A child that fails fails the whole batch: every player
+        takes the fallback, as each would have after the restart."""
+        if self.dead is not None:
+            return [Reply(None, [["child", self.dead]]) for _ in batch]
+        if not batch:
+            return []
+        reply = self._round_trip({"op": "many", "b": batch}, sum(_calls(ops) for _, ops in batch))
+        answers = reply.get("m") if isinstance(reply, dict) else None
+        if (isinstance(answers, list) and len(answers) == len(batch)
+                and all(isinstance(a, dict) and _well_formed(a, len(ops)) for a, (_, ops) in zip(answers, batch))):
+            return [Reply(a["r"], [[str(w), str(t)] for w, t in a["e"]]) for a in answers]
+        failed = self._failed(reply)[0]  # the restart lost every player in the child, not only this batch's
+        return [failed] + [Reply(None, list(failed.errors), restarted=True) for _ in batch[1:]]
+
+    def _round_trip(self, message: dict, calls: int) -> Any:
+        allowed = self._beside.enter()
+        try:
+            self._write(message)
+            return self._read(self.call_timeout_s * max(1, calls))
+        except (BrokenPipeError, OSError, AssertionError):
+            return "ended (killed by a limit, or crashed)"
+        finally:
+            self._beside.leave(allowed)
+
+    def _failed(self, reply: Any) -> list[Reply]:
         why = reply if isinstance(reply, str) else "sent a malformed reply"
         self._restart()
-        return Reply(None, [["child", "timed out" if why.startswith("timed out") else why]], restarted=True)
+        return [Reply(None, [["child", "timed out" if why.startswith("timed out") else why]], restarted=True)]
 
     def _restart(self) -> None:
         self.kill()
@@ -468,14 +497,58 @@ class IsolatedPlayerHost:
             logger.error("%s: the isolated child %s; every call takes the fallback", self.filename, self.dead)
 
 
-# the windows (numpy arrays) in the ops travel as policy_host.encode_array's lists
-def _window_as_json(value: Any) -> Any:
+def _portable(value: Any) -> Any:
+    """``value`` with its numpy arrays as :func:`policy_host.encode_array`'s lists and numpy scalars as Python's."""
+    if isinstance(value, (list, tuple)):
+        return [_portable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _portable(v) for k, v in value.items()}
     if type(value).__name__ == "ndarray":
         return policy_host.encode_array(value)
-    raise TypeError(f"{type(value).__name__} cannot travel to the isolated child")
+    if hasattr(value, "item") and getattr(value, "shape", None) == ():
+        return value.item()
+    return value
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_window_as_json)
+#: ops the runtime builds every step from plain values (``int(...)``, ``bool(...)``, skill names): sent as they
+#: are, but for the windows of ``decide``; every other op is made portable first
+_PLAIN_OPS = ("decide", "hook", "defeat")
+
+
+def _encoded(ops: list) -> list:
+    """``ops`` (not changed) as the child receives them: the windows encoded, numpy numbers made Python's
+    (marshal would carry a numpy number as its bytes, through the buffer protocol)."""
+    out = []
+    for op in ops:
+        kind = op[0]
+        if kind == "decide":
+            window = op[1]
+            op = [kind, [policy_host.encode_array(window[0]), policy_host.encode_array(window[1]), window[2]],
+                  *op[2:]]
+        elif kind not in _PLAIN_OPS:
+            op = _portable(op)
+        out.append(op)
+    return out
+
+
+def _for_child(message: dict) -> bytes:
+    """A request in marshal's format (:func:`_encoded`); what marshal cannot carry is refused with a
+    ``TypeError``, as the JSON of the requests refused it before."""
+    if "ops" in message:
+        message = {**message, "ops": _encoded(message["ops"])}
+    elif "b" in message:
+        message = {**message, "b": [(handle, _encoded(ops)) for handle, ops in message["b"]]}
+    else:
+        message = _portable(message)
+    try:
+        return marshal.dumps(message)
+    except ValueError as exc:
+        raise TypeError(f"a request cannot travel to the isolated child: {exc}") from None
+
+
+def _calls(ops: list) -> int:
+    """Calls into the module that ``ops`` make (a ``decide`` makes up to three): its wall-clock budget."""
+    return sum(3 if op[0] == "decide" else 1 for op in ops)
 
 
 def _well_formed(reply: dict, n: int) -> bool:

@@ -86,7 +86,8 @@ def worker_count(flag: str, value: Any, what: str = "worker processes") -> None:
 TRAINING_SIZES: tuple[tuple[str, str], ...] = (
     ("train_for_env_steps", "env steps to train for"),
     ("num_workers", "rollout worker processes"),
-    ("num_envs_per_worker", "games per rollout worker"),
+    ("num_envs_per_worker", "environments per rollout worker"),
+    ("games_per_env", "games per environment"),
     ("batch_size", "samples per learner step"),
     ("rollout", "steps per trajectory slice"),
 )

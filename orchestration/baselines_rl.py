@@ -87,8 +87,11 @@ def _steps(n: int) -> str:
 
 def _sf_args(cfg: PipelineConfig) -> list[str]:
     """sample-factory sizes and the paper's learner settings of a baseline's training run."""
+    # a worker plays the method's number of games, each its own environment (--games_per_env is the skill
+    # environment's: some baselines play Motif's)
+    games = cfg.num_envs_per_worker * cfg.games_per_env
     args = ["--algo", "APPO", "--device", cfg.device, "--num_workers", str(cfg.num_workers),
-            "--num_envs_per_worker", str(cfg.num_envs_per_worker), "--batch_size", str(cfg.batch_size)]
+            "--num_envs_per_worker", str(games), "--batch_size", str(cfg.batch_size)]
     args += worker_split_args(cfg)
     if cfg.rollout:
         args += ["--rollout", str(cfg.rollout)]

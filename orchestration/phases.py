@@ -78,6 +78,9 @@ class PipelineConfig:
     # its own inference request; 0 keeps sample-factory's default (2, the release's). The CPU presets' 1 sends a
     # worker's games in one request: larger inference batches (docs/performance.md)
     worker_num_splits: int = 0
+    # scripts.main --games_per_env: games in one sample-factory environment, stepped together so that their policy
+    # over skills decides in one request to the worker's sandbox; a worker plays num_envs_per_worker x games_per_env
+    games_per_env: int = 1
     batch_size: int = 512
     rollout: int = 32
     max_episode_steps: int = 500
@@ -214,6 +217,8 @@ def skill_training_args(cfg: PipelineConfig) -> list[str]:
         "--batch_size", str(cfg.batch_size),
     ]
     args += worker_split_args(cfg)
+    if cfg.games_per_env > 1:
+        args += ["--games_per_env", str(cfg.games_per_env)]
     if cfg.rollout:
         args += ["--rollout", str(cfg.rollout)]
     args += precision_args(cfg)

@@ -83,8 +83,10 @@ PRESETS: dict[str, dict] = {
                   save_best_after=10_000, reward_small_model=False, precision="auto",
                   # 16 games per worker in one inference request each: the inference worker's batches four
                   # times those of 8 games in sample-factory's 2 requests; on 2 cores x1.26 and x1.06
-                  # (python -m bench.train_throughput, docs/performance.md), learning as 8 games do
-                  num_envs_per_worker=16, worker_num_splits=1, skill_report_episodes=3),
+                  # (python -m bench.train_throughput, docs/performance.md), learning as 8 games do. The 16 games
+                  # are one sample-factory environment (--games_per_env): one request to the worker's sandbox a
+                  # step for all of them
+                  num_envs_per_worker=1, games_per_env=16, worker_num_splits=1, skill_report_episodes=3),
     # the composition run on 2 CPU cores: the release's 10,000-step training episodes (with 1,000-step ones the
     # training policy's 500 discoverer turns filled most episodes and the descender hardly ran), the
     # discoverer's budget cut to 100 game turns (a named deviation: lives here end near 450 steps, inside the
@@ -96,7 +98,8 @@ PRESETS: dict[str, dict] = {
     "learn": dict(out_dir="train_dir/pipeline_learn", num_pairs=2000, reward_epochs=10,
                   train_for_env_steps=10_000_000, max_episode_steps=10_000, eval_protocol="release",
                   eval_env_steps=300_000, eval_episodes=10, eval_num_envs=16, experiment="learn",
-                  reward_small_model=False, num_envs_per_worker=16, worker_num_splits=1, precision="auto",
+                  reward_small_model=False, num_envs_per_worker=1, games_per_env=16, worker_num_splits=1,
+                  precision="auto",
                   discoverer_turns=100,
                   skill_report_episodes=40, skill_report_max_episode_steps=1000),
     # the test suite's run: every phase, as small as it gets
@@ -153,7 +156,8 @@ def make_config(preset: str, **overrides: object) -> PipelineConfig:
         raise PipelineError(f"unknown skill(s) {', '.join(bad)}; valid: {', '.join(SKILLS)}")
     try:
         # rollout 0 leaves sample-factory's default (the paper preset)
-        check_training_sizes(cfg, ("train_for_env_steps", "num_workers", "num_envs_per_worker", "batch_size"))
+        check_training_sizes(cfg, ("train_for_env_steps", "num_workers", "num_envs_per_worker", "games_per_env",
+                                   "batch_size"))
         for name in ("eval_episodes", "eval_env_steps", "reward_epochs"):
             at_least(name, getattr(cfg, name), 1)
         at_least("worker_num_splits", cfg.worker_num_splits, 0)

@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--train_for_env_steps", type=int, default=None, help="skill-training budget in env steps")
     g.add_argument("--num_workers", type=int, default=None, help="sample-factory rollout worker processes")
     g.add_argument("--num_envs_per_worker", type=int, default=None, help="environments per rollout worker")
+    g.add_argument("--games_per_env", type=int, default=None,
+                   help="games in one environment, stepped together: their policy over skills decides in one "
+                        "request to the worker's sandbox (scripts.main --games_per_env; the smoke and learn "
+                        "presets' 16, with 1 environment per worker)")
     g.add_argument("--worker_num_splits", type=int, default=None,
                    help="sample-factory's --worker_num_splits: groups of a rollout worker's games, one inference "
                         "request each (0: sample-factory's default, 2; the smoke and learn presets' 1)")
@@ -186,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = dict(
         out_dir=args.out_dir, num_pairs=args.num_pairs, reward_epochs=args.reward_epochs,
         train_for_env_steps=args.train_for_env_steps, num_workers=args.num_workers,
-        num_envs_per_worker=args.num_envs_per_worker, worker_num_splits=args.worker_num_splits,
+        num_envs_per_worker=args.num_envs_per_worker, games_per_env=args.games_per_env,
+        worker_num_splits=args.worker_num_splits,
         max_episode_steps=args.max_episode_steps,
         eval_protocol=args.eval_protocol, eval_env_steps=args.eval_env_steps,
         eval_episodes=args.eval_episodes, eval_num_envs=args.eval_num_envs, eval_targets=args.eval_targets,

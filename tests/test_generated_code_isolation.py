@@ -456,3 +456,23 @@ def test_without_bubblewrap_the_commands_say_what_to_install_and_exit_2(tmp_path
                                str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "bubblewrap (bwrap) is not installed" in err[0], err
+
+
+def test_requests_carry_windows_and_numpy_values_and_refuse_what_cannot_travel():
+    """Requests reach the child in marshal's format: the windows of a precondition arrive as the arrays they were
+    (their bytes, shape and type), a numpy number as a Python one; an object that cannot travel is refused in the
+    trainer with a TypeError, as the JSON of the requests refused it, and the child goes on serving."""
+    source = DECIDE_OK.replace('''        return False, False''', '''        return int(char_ascii_encodings[4][3]) == 64, char_ascii_colors.shape == (7, 7)''')
+    host = IsolatedPlayerHost(source, "windows.py", meta_policy.COLOR_MAP, call_timeout_s=1.0)
+    try:
+        chars = np.full((7, 7), ord("."), np.uint8)
+        chars[4, 3] = ord("@")
+        reply = host.request(1, [["new", None], ["set", "x", "x", np.int64(3)], ["get", "x"],
+                                 ["pre", chars, np.zeros((7, 7), np.uint8), 0]])
+        assert reply.results == [{"alive": True}, None, {"value": 3}, [True, True]], reply.errors
+        with pytest.raises(TypeError, match="cannot travel"):
+            host.request(1, [["set", "x", "x", object()]])
+        assert host.request(1, [["get", "x"]]).results == [{"value": 3}]
+        assert host.restarts == 0
+    finally:
+        host.close()

@@ -124,21 +124,30 @@ def test_paper_plan_has_the_paper_settings(capsys):
 
 
 def test_cpu_presets_send_each_workers_games_in_one_inference_request(capsys):
-    """The smoke and learn presets train with 16 games per rollout worker in one inference request each
-    (docs/performance.md); the paper and ci presets keep sample-factory's split (2, the release's); a split that
-    does not divide the games is refused naming the flag."""
+    """The smoke and learn presets train with 16 games per rollout worker in one inference request each, the 16 one
+    environment stepped together (one request to the worker's sandbox; docs/performance.md); the paper and ci
+    presets keep sample-factory's split (2, the release's) and a game per environment; a split that does not
+    divide the environments is refused naming the flag; the baselines play as many games, each its own env."""
+    from orchestration.baselines_rl import _sf_args
+
     for preset in ("smoke", "learn"):
         train = parse(next(p for p in build_plan(make_config(preset)) if p.stage == "train"))
-        assert (train.num_envs_per_worker, train.worker_num_splits) == (16, 1), preset
+        assert (train.num_envs_per_worker, train.games_per_env, train.worker_num_splits) == (1, 16, 1), preset
+        args = _sf_args(make_config(preset))
+        assert args[args.index("--num_envs_per_worker") + 1] == "16" and "--games_per_env" not in args
     for preset in ("paper", "ci"):
         train = next(p for p in build_plan(make_config(preset)) if p.stage == "train")
         assert "--worker_num_splits" not in train.args and parse(train).worker_num_splits == 2, preset
-    with pytest.raises(PipelineError, match="--worker_num_splits 3 must divide --num_envs_per_worker 16"):
+        assert "--games_per_env" not in train.args and parse(train).games_per_env == 1, preset
+    with pytest.raises(PipelineError, match="--worker_num_splits 3 must divide --num_envs_per_worker 1"):
         make_config("smoke", worker_num_splits=3)
     assert pipeline_cli.main(["--preset", "smoke", "--worker_num_splits", "3", "--dry_run"]) == 2
     assert "--worker_num_splits 3" in capsys.readouterr().err
-    train = parse(next(p for p in build_plan(make_config("smoke", worker_num_splits=2)) if p.stage == "train"))
-    assert train.worker_num_splits == 2
+    apart = make_config("smoke", worker_num_splits=2, num_envs_per_worker=16, games_per_env=1)
+    train = parse(next(p for p in build_plan(apart) if p.stage == "train"))
+    assert (train.num_envs_per_worker, train.games_per_env, train.worker_num_splits) == (16, 1, 2)
+    with pytest.raises(PipelineError, match="--games_per_env must be at least 1"):
+        make_config("smoke", games_per_env=0)
 
 
 def test_meta_policy_check_phase(capsys, tmp_path):

@@ -101,9 +101,14 @@ def test_the_long_run_configuration_is_the_learn_preset_with_the_three_levers():
         return args[args.index(name) + 1]
 
     assert flag(long, "--max_episode_steps") == "10000" and flag(smoke, "--max_episode_steps") == "500"
-    for name in ("--num_envs_per_worker", "--worker_num_splits", "--precision", "--batch_size", "--rollout"):
+    for name in ("--num_envs_per_worker", "--games_per_env", "--worker_num_splits", "--precision", "--batch_size",
+                 "--rollout"):
         assert flag(long, name) == flag(skill_training_args(make_config("learn")), name)
-    assert flag(long, "--num_envs_per_worker") == "16" and flag(long, "--worker_num_splits") == "1"
+    assert (flag(long, "--num_envs_per_worker"), flag(long, "--games_per_env")) == ("1", "16")
+    assert flag(long, "--worker_num_splits") == "1"
+    apart = config_args("long_games_apart", dirs, "cpu")  # the same 16 games a worker, each its own environment
+    assert (flag(apart, "--num_envs_per_worker"), flag(apart, "--games_per_env")) == ("16", "1")
+    assert [a for a in apart if a not in ("16", "1")] == [a for a in long if a not in ("16", "1")]
     assert flag(long, "--discoverer_turns") == "100"
     assert long[-len(LONG_RUN_LEVERS):] == list(LONG_RUN_LEVERS)
     assert "--gamma" not in smoke and "--policy_heads" not in smoke

@@ -34,6 +34,7 @@ from rl_baseline.sf.cfg import MOTIF_ENV, ONI_ENVS, SKILL_ENV, SkillEnvConfig
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, build_intrinsic_reward
 from rl_baseline.skills.meta_policy import MetaPolicyConfig, load
 from rl_baseline.skills.runtime import SingleSkillPolicy, SkillRuntime
+from rl_baseline.skills.skill_games import SkillGames
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,9 @@ def make_sf_env(full_env_name: str, cfg: Any, env_config: Any = None, render_mod
     # without --seed a run draws its own, so runs still differ (sample-factory's seeds are env indices)
     run_seed = cfg.seed if cfg.seed is not None else random.SystemRandom().randrange(1 << 31)
     config = dataclasses.replace(SkillEnvConfig.from_cfg(cfg), training_seed=int(run_seed))
+    games = int(getattr(cfg, "games_per_env", 1))
+    if games > 1:  # one request to the worker's sandbox for all of them (the same games and decisions)
+        return SkillGames([build_skill_env(config) for _ in range(games)])
     return build_skill_env(config)
 
 

@@ -79,7 +79,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from code_generation.isolation import (
     DEFAULT_ISOLATED_CALL_TIMEOUT_S,
@@ -181,6 +181,39 @@ def load(task: str, seed: int, root: str | Path | None = None,
     return policy
 
 
+@dataclass
+class DecisionRequest:
+    """One game's step calls (:meth:`MetaPolicy.decision_request`), waiting for their reply."""
+
+    policy: "MetaPolicy"
+    host: Any
+    sent: list
+    learnt: Optional[int]
+
+    def run(self) -> tuple[tuple[bool, bool], bool, str | None]:
+        """Sends it alone and returns its decisions."""
+        return self.finish(self.host.request(self.policy.handle, self.sent))
+
+    def finish(self, reply: Reply) -> tuple[tuple[bool, bool], bool, str | None]:
+        """The preconditions, whether the skill ends, and the next skill, as :meth:`MetaPolicy.step_decisions`."""
+        return self.policy._decided(self.sent, self.learnt, reply)
+
+
+def decide_together(requests: Sequence[DecisionRequest]) -> list[tuple[tuple[bool, bool], bool, str | None]]:
+    """The decisions of several games' steps, one round trip per host (the games of one rollout worker share
+    its host: one round trip for all of them); each game decides as :meth:`MetaPolicy.step_decisions` would."""
+    replies: list[Optional[Reply]] = [None] * len(requests)
+    by_host: dict[int, list[int]] = {}
+    for i, request in enumerate(requests):
+        by_host.setdefault(id(request.host), []).append(i)
+    for indices in by_host.values():
+        host = requests[indices[0]].host
+        answers = host.request_many([(requests[i].policy.handle, requests[i].sent) for i in indices])
+        for i, answer in zip(indices, answers):
+            replies[i] = answer
+    return [request.finish(reply) for request, reply in zip(requests, replies)]
+
+
 class PlayerView:
     """The module's player as the tests and tools see it: attribute reads and writes go through the host."""
 
@@ -221,6 +254,11 @@ class MetaPolicy:
     # -- the host --------------------------------------------------------------------------------------------
     def _request(self, ops: list) -> list:
         """Sends what waits and ``ops`` in one request; one result per op of ``ops`` (None: the fallback)."""
+        host, sent = self._outgoing(ops)
+        return self._incoming(sent, len(ops), host.request(self.handle, sent))
+
+    def _outgoing(self, ops: list) -> tuple[Any, list]:
+        """The host and what goes to it: a new player first where the child was (re)started, what waits, ``ops``."""
         host = self.host
         prefix: list = []
         if host.pid != os.getpid():  # a forked process: its own child, a player made afresh there
@@ -234,15 +272,17 @@ class MetaPolicy:
                 prefix.append(["set", "branch_depth", "branch_depth", self._branch_depth])
         sent = prefix + self._pending + ops
         self._pending = []
-        reply: Reply = host.request(self.handle, sent)
+        return host, sent
+
+    def _incoming(self, sent: list, num_ops: int, reply: Reply) -> list:
         for what, text in reply.errors:
             self._error(what, text)
         if reply.results is None:
-            return [None] * len(ops)
+            return [None] * num_ops
         for op, out in zip(sent, reply.results):
             if op[0] == "new":
                 self._alive = out is not None
-        return reply.results[len(sent) - len(ops):]
+        return reply.results[len(sent) - num_ops:]
 
     def _flush(self) -> None:
         if self._pending:
@@ -311,14 +351,26 @@ class MetaPolicy:
                        ) -> tuple[tuple[bool, bool], bool, str | None]:
         """A step's calls in one round trip, in the runtime's order: :meth:`update_state`, :meth:`preconditions`,
         :meth:`should_terminate` and, when the skill ends, :meth:`skill_ended` then :meth:`next_skill`.
-        Returns the preconditions, whether the skill ends, and the next skill (None when it does not end)."""
+        Returns the preconditions, whether the skill ends, and the next skill (None when it does not end).
+        :meth:`decision_request` and :func:`decide_together` make the same calls for several games at once."""
+        request = self.decision_request(info, chars, colors, num_items, skill, skill_time, depth, start_depth,
+                                        branch_number)
+        return request.run()
+
+    def decision_request(self, info: Mapping[str, Any], chars: Any, colors: Any, num_items: int, skill: str,
+                         skill_time: int, depth: int, start_depth: int, branch_number: int) -> "DecisionRequest":
+        """The step's calls of :meth:`step_decisions`, not yet sent."""
         self.update_state(info)
         learnt = None
         if skill in _DESCENDING and int(branch_number) != 0 and self._branch_depth == -2 and int(start_depth) != -2:
             learnt = int(start_depth)  # set only if the skill ends (skill_ended)
         op = ["decide", [chars, colors, int(num_items)],
               [skill, int(skill_time), int(depth), int(start_depth)], learnt, [skill, int(depth), int(branch_number)]]
-        out = self._request([op])[0]
+        host, sent = self._outgoing([op])
+        return DecisionRequest(self, host, sent, learnt)
+
+    def _decided(self, sent: list, learnt: Optional[int], reply: Reply) -> tuple[tuple[bool, bool], bool, str | None]:
+        out = self._incoming(sent, 1, reply)[0]
         if out is None:
             pre, term, nxt = None, None, None
         else:

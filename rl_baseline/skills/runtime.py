@@ -433,6 +433,18 @@ class SkillRuntime(gym.Wrapper):
         st.measures.update(info, obs["chars"], obs["colors"], self.skill_names[active])
 
     def _step(self, action: Any, times: Optional[part_times.PartTimes]):
+        parts = self.step_parts(action, times)
+        try:
+            request = next(parts)  # the generated code's calls, when this step makes them
+            parts.send(request.run())
+        except StopIteration as end:
+            return end.value
+        raise RuntimeError("step_parts yields once")  # pragma: no cover - a generator that yields twice
+
+    def step_parts(self, action: Any, times: Optional[part_times.PartTimes] = None):
+        """The step as a generator: it yields the policy over skills' request of the step (when the generated
+        code's host decides) and takes its decisions back; its return value is the step's 5-tuple. Several
+        games' requests can so travel together (:class:`SkillGames`); :meth:`step` sends each at once."""
         if times is not None:
             start = part_times.now()
             obs, game_reward, terminated, truncated, info = self.env.step(action)
@@ -492,12 +504,12 @@ class SkillRuntime(gym.Wrapper):
         if not (terminated or truncated):
             meta = self.meta_policy
             new_items = self._num_new_items(obs)
-            decide = getattr(meta, "step_decisions", None)
+            decide = getattr(meta, "decision_request", None)
             if decide is not None:  # the generated code's host: the step's calls in one round trip
                 bl = obs["blstats"]
                 chars, colors = initiation_window(obs["chars"], obs["colors"], int(bl[B.BL_X]), int(bl[B.BL_Y]))
-                self.preconds, ends, nxt = decide(info, chars, colors, new_items, self.skill, self.skill_time, depth,
-                                                  self.skill_start_depth, self._branch(info))
+                self.preconds, ends, nxt = yield decide(info, chars, colors, new_items, self.skill, self.skill_time,
+                                                        depth, self.skill_start_depth, self._branch(info))
                 if ends:
                     self._start_skill(self._skill_index(nxt), depth, info, new_items)
             else:

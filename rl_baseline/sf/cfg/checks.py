@@ -74,6 +74,13 @@ def check_command_line(cfg: argparse.Namespace) -> None:
         if getattr(cfg, lever, False) and cfg.env != SKILL_ENV:
             raise ConfigError(f"--{lever} True: {what} ({SKILL_ENV}); --env {cfg.env} (root env {cfg.root_env}) "
                               "plays with its own")
+    games = getattr(cfg, "games_per_env", 1)
+    if games < 1:
+        raise ConfigError(f"--games_per_env {games}: at least 1 game per environment")
+    if games > 1 and cfg.env != SKILL_ENV:
+        raise ConfigError(f"--games_per_env {games}: games step together so that their policy over skills decides "
+                          f"in one request, which only {SKILL_ENV} has; --env {cfg.env} steps one game per "
+                          "environment (give --num_envs_per_worker the games instead)")
     gamma = getattr(cfg, "gamma", None)
     if gamma is not None and not 0.0 < float(gamma) <= 1.0:
         raise ConfigError(f"--gamma {gamma}: a discount in (0, 1] (the release's 0.99; screened: 0.998)")

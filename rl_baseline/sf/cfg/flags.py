@@ -168,6 +168,12 @@ def add_maestro_args(p: argparse.ArgumentParser) -> None:
                         "unconfined, at your own risk; off (default): in a bubblewrap sandbox per worker with no "
                         "network, no files of yours, an empty environment, 1 GiB and a wall-clock bound per call "
                         "(docs/reliability.md)")
+    g.add_argument("--games_per_env", type=int, default=1,
+                   help="games in one sample-factory environment, stepped together (sample-factory's multi-agent "
+                        "API): their policy over skills decides in one request to the worker's sandbox instead of "
+                        "one each, the same decisions. A rollout worker plays --num_envs_per_worker x "
+                        "--games_per_env games; the game seeds are those of as many single-game envs (training "
+                        "only: evaluations step their games alone)")
     g.add_argument("--discoverer_turns", type=int, default=None,
                    help="training only: the training policy's discoverer budget in game turns, set after its "
                         "set_initial_values (default: the policy's own, 500 in the release's). A named deviation "
