@@ -453,8 +453,8 @@ class IsolatedPlayerHost:
             return Reply(None, [["child", self.dead]])
         reply = self._round_trip({"op": "run", "h": handle, "ops": ops}, _calls(ops))
         if isinstance(reply, dict) and _well_formed(reply, len(ops)):
-            return Reply(reply["r"], [[str(w), str(t)] for w, t in reply["e"]])
-        return self._failed(reply)[0]
+            return _answer(reply)
+        return self._failed(reply)
 
     def request_many(self, batch: list[tuple[int, list]]) -> list[Reply]:
         """:meth:`request` for several players in one round trip (a rollout worker's games, stepped together);
@@ -468,8 +468,8 @@ class IsolatedPlayerHost:
         answers = reply.get("m") if isinstance(reply, dict) else None
         if (isinstance(answers, list) and len(answers) == len(batch)
                 and all(isinstance(a, dict) and _well_formed(a, len(ops)) for a, (_, ops) in zip(answers, batch))):
-            return [Reply(a["r"], [[str(w), str(t)] for w, t in a["e"]]) for a in answers]
-        failed = self._failed(reply)[0]  # the restart lost every player in the child, not only this batch's
+            return [_answer(a) for a in answers]
+        failed = self._failed(reply)  # the restart lost every player in the child, not only this batch's
         return [failed] + [Reply(None, list(failed.errors), restarted=True) for _ in batch[1:]]
 
     def _round_trip(self, message: dict, calls: int) -> Any:
@@ -482,10 +482,10 @@ class IsolatedPlayerHost:
         finally:
             self._beside.leave(allowed)
 
-    def _failed(self, reply: Any) -> list[Reply]:
+    def _failed(self, reply: Any) -> Reply:
         why = reply if isinstance(reply, str) else "sent a malformed reply"
         self._restart()
-        return [Reply(None, [["child", "timed out" if why.startswith("timed out") else why]], restarted=True)]
+        return Reply(None, [["child", "timed out" if why.startswith("timed out") else why]], restarted=True)
 
     def _restart(self) -> None:
         self.kill()
@@ -544,6 +544,11 @@ def _for_child(message: dict) -> bytes:
         return marshal.dumps(message)
     except ValueError as exc:
         raise TypeError(f"a request cannot travel to the isolated child: {exc}") from None
+
+
+def _answer(reply: dict) -> Reply:
+    """One player's well-formed answer (:func:`_well_formed`) as a :class:`Reply`."""
+    return Reply(reply["r"], [[str(w), str(t)] for w, t in reply["e"]])
 
 
 def _calls(ops: list) -> int:

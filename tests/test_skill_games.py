@@ -238,3 +238,64 @@ def test_games_are_seeded_as_single_game_environments(tmp_path):
         assert all(np.array_equal(single[k], obs[i][k]) for k in single)
     with pytest.raises(ValueError, match="at least one game"):
         SkillGames([])
+
+
+class _CountingGame:
+    """A made-up game for the bench's counting: it counts its steps and resets, and ends every 7th step."""
+
+    class _Space:
+        n = 3
+
+    action_space = _Space()
+
+    def __init__(self) -> None:
+        self.steps = self.resets = 0
+
+    def reset(self, seed=None):
+        self.resets += 1
+        return {}, {}
+
+    def step(self, action):
+        self.steps += 1
+        return {}, 0.0, self.steps % 7 == 0, False, {}
+
+
+def test_the_bench_counts_game_steps_of_games_in_turn_and_of_games_together(monkeypatch):
+    """bench.env_throughput's rows of 16 games: the rate is the game steps made over the time they took, each game
+    stepped once a round; a game that ends is reset (in turn: by the bench; together: by SkillGames)."""
+    from bench import env_throughput
+
+    clock = iter(range(1000))
+    monkeypatch.setattr(env_throughput.time, "perf_counter", lambda: float(next(clock)))  # 1 s between two reads
+    games = [_CountingGame() for _ in range(4)]
+    assert env_throughput._measure_games(games, 100, seed=0) == 100.0  # 25 rounds x 4 games in 1 s
+    assert [g.steps for g in games] == [25] * 4 and [g.resets for g in games] == [1 + 3] * 4  # ends at 7, 14, 21
+
+    class Together:
+        num_agents = 4
+        action_space = _CountingGame.action_space
+
+        def __init__(self) -> None:
+            self.actions: list = []
+
+        def reset(self, seed=None):
+            return [], []
+
+        def step(self, actions):
+            self.actions.append(list(actions))
+            return [], [], [], [], []
+
+    together = Together()
+    assert env_throughput._measure_together(together, 102, seed=0) == 100.0  # whole rounds only: 25 x 4
+    assert len(together.actions) == 25 and all(len(a) == 4 for a in together.actions)
+
+
+def test_games_per_env_is_refused_below_one_and_outside_the_skill_environment(tmp_path):
+    from tests.test_training import run_main
+
+    for flags, said in ((["--games_per_env", "0"], "--games_per_env must be at least 1"),
+                        (["--games_per_env", "4", "--env", "nle_fixed_eat_action"], "only nle_skill has")):
+        proc = run_main(["--algo", "APPO", "--device", "cpu", "--train_dir", str(tmp_path / "runs"),
+                         "--experiment", "x", *flags], tmp_path, timeout=120)
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
+        assert not (tmp_path / "runs").exists()

@@ -74,9 +74,7 @@ def check_command_line(cfg: argparse.Namespace) -> None:
         if getattr(cfg, lever, False) and cfg.env != SKILL_ENV:
             raise ConfigError(f"--{lever} True: {what} ({SKILL_ENV}); --env {cfg.env} (root env {cfg.root_env}) "
                               "plays with its own")
-    games = getattr(cfg, "games_per_env", 1)
-    if games < 1:
-        raise ConfigError(f"--games_per_env {games}: at least 1 game per environment")
+    games = getattr(cfg, "games_per_env", 1)  # at least 1: check_flags' training sizes
     if games > 1 and cfg.env != SKILL_ENV:
         raise ConfigError(f"--games_per_env {games}: games step together so that their policy over skills decides "
                           f"in one request, which only {SKILL_ENV} has; --env {cfg.env} steps one game per "
