@@ -99,7 +99,7 @@ def _skill_env(reward_root: Path, max_episode_steps: int, trust_generated_code: 
     dirs = build_tiny_reward_dirs(reward_root)
     cfg = SkillEnvConfig(max_episode_steps=max_episode_steps, reward_dirs=tuple(dirs),
                          quantiles=tuple(SKILL_SPECS[s].quantile for s in SKILLS),
-                         trust_generated_code=trust_generated_code)
+                         trust_generated_code=trust_generated_code, training_observations=True)
     return build_skill_env(cfg)
 
 

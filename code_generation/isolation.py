@@ -464,11 +464,19 @@ class IsolatedPlayerHost:
             return [Reply(None, [["child", self.dead]]) for _ in batch]
         if not batch:
             return []
-        reply = self._round_trip({"op": "many", "b": batch}, sum(_calls(ops) for _, ops in batch))
+        calls = 0
+        for _, ops in batch:
+            calls += _calls(ops)
+        reply = self._round_trip({"op": "many", "b": batch}, calls)
         answers = reply.get("m") if isinstance(reply, dict) else None
-        if (isinstance(answers, list) and len(answers) == len(batch)
-                and all(isinstance(a, dict) and _well_formed(a, len(ops)) for a, (_, ops) in zip(answers, batch))):
-            return [_answer(a) for a in answers]
+        if isinstance(answers, list) and len(answers) == len(batch):
+            replies = []
+            for answer, (_, ops) in zip(answers, batch):
+                if not (isinstance(answer, dict) and _well_formed(answer, len(ops))):
+                    break
+                replies.append(_answer(answer))
+            else:
+                return replies
         failed = self._failed(reply)  # the restart lost every player in the child, not only this batch's
         return [failed] + [Reply(None, list(failed.errors), restarted=True) for _ in batch[1:]]
 
@@ -511,8 +519,9 @@ def _portable(value: Any) -> Any:
 
 
 #: ops the runtime builds every step from plain values (``int(...)``, ``bool(...)``, skill names): sent as they
-#: are, but for the windows of ``decide``; every other op is made portable first
-_PLAIN_OPS = ("decide", "hook", "defeat")
+#: are, but for the windows of ``decide`` (``d``, the flat form, comes with its windows encoded already); every
+#: other op is made portable first
+_PLAIN_OPS = ("decide", "d", "hook", "defeat")
 
 
 def _encoded(ops: list) -> list:
@@ -522,9 +531,7 @@ def _encoded(ops: list) -> list:
     for op in ops:
         kind = op[0]
         if kind == "decide":
-            window = op[1]
-            op = [kind, [policy_host.encode_array(window[0]), policy_host.encode_array(window[1]), window[2]],
-                  *op[2:]]
+            op = policy_host.flat_decide(op)
         elif kind not in _PLAIN_OPS:
             op = _portable(op)
         out.append(op)
@@ -548,18 +555,26 @@ def _for_child(message: dict) -> bytes:
 
 def _answer(reply: dict) -> Reply:
     """One player's well-formed answer (:func:`_well_formed`) as a :class:`Reply`."""
-    return Reply(reply["r"], [[str(w), str(t)] for w, t in reply["e"]])
+    errors = reply["e"]
+    return Reply(reply["r"], [[str(w), str(t)] for w, t in errors] if errors else [])
 
 
 def _calls(ops: list) -> int:
     """Calls into the module that ``ops`` make (a ``decide`` makes up to three): its wall-clock budget."""
-    return sum(3 if op[0] == "decide" else 1 for op in ops)
+    calls = 0
+    for op in ops:
+        calls += 3 if op[0] == "decide" or op[0] == "d" else 1
+    return calls
 
 
 def _well_formed(reply: dict, n: int) -> bool:
     results, errors = reply.get("r"), reply.get("e")
-    return (isinstance(results, list) and len(results) == n and isinstance(errors, list)
-            and all(isinstance(e, list) and len(e) == 2 for e in errors))
+    if type(results) is not list or len(results) != n or type(errors) is not list:
+        return False
+    for error in errors:
+        if type(error) is not list or len(error) != 2:
+            return False
+    return True
 
 
 # -- one host per module and process ---------------------------------------------------------------------------

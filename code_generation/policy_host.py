@@ -13,7 +13,8 @@ becomes an error record and the runtime's fallback (``(False, False)``, True, ``
 op                                                      what it does, its result
 ======================================================  =========================================================
 ``["new", discoverer_turns]``                           ``NetHackPlayer(-1, -2)``, ``set_initial_values()``, the
-                                                        discoverer's budget when not None; ``{"alive": true}``
+                                                        discoverer's budget when not None; ``{"alive": true,
+                                                        "e": n}``: n errors in the request so far, its own included
 ``["drop"]``                                            forgets the player
 ``["set", label, name, value]``                         ``setattr(player, name, value)``
 ``["set_if_has", label, name, value]``                  the same where the player has that attribute
@@ -25,6 +26,8 @@ op                                                      what it does, its result
 ``["decide", pre, term, branch_depth, next]``           the three above in the runtime's order: the preconditions
                                                         feed the termination, ``perform_task`` runs only when the
                                                         skill ends, after ``branch_depth`` is set (when not None)
+``("d", chars, colors, num_items, ...)``                 ``decide`` as it travels to the child, flat (see
+                                                        :func:`flat_decide`)
 ``["get", name]``                                       an attribute's value, where JSON can carry it
 ``["peek", name]``                                      the same, a missing one not counted as an error
 ======================================================  =========================================================
@@ -53,21 +56,37 @@ MAX_TEXT = 300  # longest repr carried back in an error or a bad result
 
 def encode_array(array: Any) -> list:
     """A window as the child receives it: dtype, shape and its bytes (C order)."""
-    import numpy as np  # lazy: the child imports numpy after its start-up (see serve)
+    if type(array).__name__ != "ndarray":
+        import numpy as np  # lazy: the child imports numpy after its start-up (see serve)
 
-    a = np.ascontiguousarray(array)
-    return [a.dtype.str, list(a.shape), a.tobytes()]
+        array = np.asarray(array)
+    return [array.dtype.str, list(array.shape), array.tobytes()]  # tobytes: C order, contiguous or not
+
+
+def flat_decide(op: list) -> tuple:
+    """A ``decide`` op as it travels to the child: one flat tuple, its windows' bytes in it (a tenth of the nested
+    op's objects to unmarshal there, every step): ``("d", chars, colors, num_items, skill, time, depth, previous,
+    branch_depth, next_skill, next_depth, branch)``, each window as :func:`encode_array`'s form."""
+    _, (chars, colors, num_items), term_args, branch_depth, next_args = op
+    return ("d", encode_array(chars), encode_array(colors), num_items, *term_args, branch_depth, *next_args)
 
 
 def decode_array(spec: Any) -> Any:
     """A window from :func:`encode_array`'s form; an array (the in-process host's calls) passes as it is."""
     if not isinstance(spec, list):
         return spec
-    import numpy as np  # lazy: the child imports numpy after its start-up (see serve)
-
     dtype, shape, data = spec
+    kind = _DTYPES.get(dtype)
+    if kind is None:
+        import numpy as np  # lazy: the child imports numpy after its start-up (see serve)
+
+        kind = _DTYPES[dtype] = np.dtype(dtype)
+        _DTYPES[""] = np.ndarray
     # a bytearray keeps the array writable, as the runtime's own window is
-    return np.frombuffer(bytearray(data), dtype=np.dtype(dtype)).reshape(shape)
+    return _DTYPES[""](shape, kind, bytearray(data))
+
+
+_DTYPES: dict = {}  # decode_array's dtypes by name (and numpy's ndarray under ""), made once
 
 
 def _short(value: Any) -> str:
@@ -94,6 +113,12 @@ def _jsonable(value: Any) -> Any:
     return {"repr": _short(value)}
 
 
+def _pair(value: Any) -> list[bool]:
+    """``skill_precondition``'s result as the runtime reads it: ``[worshipper_ok, merchant_ok]``."""
+    worshipper_ok, merchant_ok = value
+    return [bool(worshipper_ok), bool(merchant_ok)]
+
+
 class PlayerHost:
     """The module's ``NetHackPlayer`` instances, keyed by handle, and the guarded calls into them.
 
@@ -105,7 +130,7 @@ class PlayerHost:
     def __init__(self, player_class: type, guard: Callable[..., Any] | None = None,
                  catch: tuple[type[BaseException], ...] = (Exception,)) -> None:
         self.player_class = player_class
-        self.guard = guard or (lambda fn, *args: fn(*args))
+        self.guard = guard  # None: calls run directly (the child)
         self.catch = catch
         self.players: dict[int, Any] = {}
         self.errors: list[list[str]] = []
@@ -113,7 +138,7 @@ class PlayerHost:
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
         try:
-            return True, self.guard(fn, *args)
+            return True, (fn(*args) if self.guard is None else self.guard(fn, *args))
         except self.catch as exc:  # generated code may raise anything
             self.errors.append([what, _error_text(exc)])
             return False, None
@@ -124,10 +149,15 @@ class PlayerHost:
         # time saved)
         try:
             kind = type(out)
-            if kind is bool or kind is int or ((kind is tuple or kind is list)
-                                               and all(type(v) is bool or type(v) is int for v in out)):
+            if kind is bool or kind is int:
                 return True, convert(out)
-            return True, self.guard(convert, out)
+            if kind is tuple or kind is list:
+                for v in out:
+                    if type(v) is not bool and type(v) is not int:
+                        break
+                else:
+                    return True, convert(out)
+            return True, (convert(out) if self.guard is None else self.guard(convert, out))
         except self.catch as exc:
             self.errors.append([f"{what} (result)", _error_text(exc)])
             return False, None
@@ -138,12 +168,7 @@ class PlayerHost:
                              decode_array(colors), int(num_items), dict(color_map))
         if not ok:
             return None
-
-        def pair(value: Any) -> list[bool]:
-            worshipper_ok, merchant_ok = value
-            return [bool(worshipper_ok), bool(merchant_ok)]
-
-        ok, out = self._result("skill_precondition", pair, out)
+        ok, out = self._result("skill_precondition", _pair, out)
         return out if ok else None
 
     def _term(self, player: Any, skill: str, skill_time: int, depth: int, previous: int,
@@ -162,16 +187,31 @@ class PlayerHost:
             return None
         return out if isinstance(out, str) else {"repr": _short(out)}
 
+    def _decide(self, player: Any, color_map: dict, chars: Any, colors: Any, num_items: int, skill: str,
+                skill_time: int, depth: int, previous: int, branch_depth: int | None, next_skill: str,
+                next_depth: int, branch: int) -> list:
+        """The ``decide`` op: the preconditions feed the termination; ``perform_task`` runs only when the skill ends
+        (a failed termination ends it: the runtime's fallback), after ``branch_depth`` is set when not None."""
+        pre = self._pre(player, chars, colors, num_items, color_map)
+        preconds = pre if pre is not None else [False, False]
+        term = self._term(player, skill, skill_time, depth, previous, preconds)
+        nxt = None
+        if term is None or term:
+            if branch_depth is not None:
+                self._call("branch_depth", setattr, player, "branch_depth", int(branch_depth))
+            nxt = self._next(player, next_skill, next_depth, branch, preconds[1], preconds[0])
+        return [pre, term, nxt]
+
     def _new(self, handle: int, discoverer_turns: int | None) -> Any:
         ok, player = self._call("NetHackPlayer()", self.player_class, -1, -2)
         if not ok:
             self.players.pop(handle, None)
-            return None
+            return {"alive": False, "e": len(self.errors)}
         self.players[handle] = player
         self._call("set_initial_values", player.set_initial_values)
         if discoverer_turns is not None:
             self._call("discoverer_skill_steps", setattr, player, "discoverer_skill_steps", int(discoverer_turns))
-        return {"alive": True}
+        return {"alive": True, "e": len(self.errors)}
 
     def run(self, handle: int, ops: list, color_map: dict) -> list:
         """Runs ``ops`` on the player ``handle``; one result per op (errors go to :attr:`errors`)."""
@@ -189,7 +229,13 @@ class PlayerHost:
             if player is None:  # no player (its constructor failed): every decision takes the fallback
                 results.append(None)
                 continue
-            if kind in ("set", "set_if_has"):
+            if kind == "d":  # the op of every step, as it travels to the child (flat_decide): tested first
+                results.append(self._decide(player, color_map, *op[1:]))
+            elif kind == "decide":
+                _, (chars, colors, num_items), term_args, branch_depth, next_args = op
+                results.append(self._decide(player, color_map, chars, colors, num_items, *term_args, branch_depth,
+                                            *next_args))
+            elif kind in ("set", "set_if_has"):
                 _, label, name, value = op
                 if kind == "set_if_has":
                     ok, has = self._call(label, hasattr, player, name)
@@ -213,24 +259,13 @@ class PlayerHost:
                 results.append(self._term(player, *op[1:]))
             elif kind == "next":
                 results.append(self._next(player, *op[1:]))
-            elif kind == "decide":
-                _, pre_args, term_args, branch_depth, next_args = op
-                pre = self._pre(player, *pre_args, color_map)
-                preconds = pre if pre is not None else [False, False]
-                term = self._term(player, *term_args, preconds)
-                nxt = None
-                if term is None or term:  # a failed termination ends the skill (the runtime's fallback)
-                    if branch_depth is not None:
-                        self._call("branch_depth", setattr, player, "branch_depth", int(branch_depth))
-                    skill, depth, branch = next_args
-                    nxt = self._next(player, skill, depth, branch, preconds[1], preconds[0])
-                results.append([pre, term, nxt])
             elif kind == "get":
                 ok, value = self._call(op[1], getattr, player, op[1])
                 results.append({"value": _jsonable(value)} if ok else None)
             elif kind == "peek":  # a look from outside (tests, tools): a missing attribute is no module error
                 try:
-                    results.append({"value": _jsonable(self.guard(getattr, player, op[1]))})
+                    value = getattr(player, op[1]) if self.guard is None else self.guard(getattr, player, op[1])
+                    results.append({"value": _jsonable(value)})
                 except self.catch:
                     results.append({"missing": True})
             else:

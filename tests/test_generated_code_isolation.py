@@ -395,7 +395,7 @@ def test_a_blocking_read_in_the_child_is_killed(target):
         reply = host.request(1, [["new", None], ["next", "discoverer", 1, 0, False, False]])
         assert reply.results is None and reply.restarted and "timed out" in reply.errors[0][1]
         assert time.monotonic() - start < 10
-        assert host.request(1, [["new", None]]).results == [{"alive": True}]  # the new child serves
+        assert host.request(1, [["new", None]]).results == [{"alive": True, "e": 0}]  # the new child serves
     finally:
         host.close()
 
@@ -469,7 +469,7 @@ def test_requests_carry_windows_and_numpy_values_and_refuse_what_cannot_travel()
         chars[4, 3] = ord("@")
         reply = host.request(1, [["new", None], ["set", "x", "x", np.int64(3)], ["get", "x"],
                                  ["pre", chars, np.zeros((7, 7), np.uint8), 0]])
-        assert reply.results == [{"alive": True}, None, {"value": 3}, [True, True]], reply.errors
+        assert reply.results == [{"alive": True, "e": 0}, None, {"value": 3}, [True, True]], reply.errors
         with pytest.raises(TypeError, match="cannot travel"):
             host.request(1, [["set", "x", "x", object()]])
         assert host.request(1, [["get", "x"]]).results == [{"value": 3}]

@@ -299,3 +299,57 @@ def test_games_per_env_is_refused_below_one_and_outside_the_skill_environment(tm
                          "--experiment", "x", *flags], tmp_path, timeout=120)
         assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
         assert not (tmp_path / "runs").exists()
+
+
+#: a policy over skills that fails once as each episode's player is made and then at every step's termination
+FAILS_AT_NEW_AND_EVERY_STEP = '''
+class NetHackPlayer:
+    def __init__(self, max_depth, branch_depth):
+        pass
+
+    def set_initial_values(self):
+        raise ValueError("no initial values")
+
+    def skill_precondition(self, char_ascii_encodings, char_ascii_colors, num_items, color_map):
+        return False, False
+
+    def skill_termination(self, skill, skill_time, current_depth, previous_depth, preconditions):
+        raise RuntimeError("every step")
+
+    def perform_task(self, current_skill, dungeon_depth, branch_number, merchant_precondition,
+                     worshipper_precondition):
+        return "discoverer"
+'''
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["isolated", "in_process"])
+def test_an_episodes_module_errors_are_its_steps_not_the_making_of_its_player(tmp_path, trusted):
+    """``skills/meta_policy_errors`` counts the errors of an episode's steps: the error of making the episode's
+    player travels with the reset's first request and is not counted in, episode after episode."""
+    from bench.fixtures import build_tiny_reward_dirs
+    from common.vocabulary import SKILL_SPECS, SKILLS
+    from rl_baseline.sf.cfg import SkillEnvConfig
+    from rl_baseline.sf.env import build_skill_env
+
+    module = tmp_path / "meta" / "gnomish" / "seed5" / "execution.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(FAILS_AT_NEW_AND_EVERY_STEP)
+    env = build_skill_env(SkillEnvConfig(
+        max_episode_steps=40, reward_dirs=tuple(build_tiny_reward_dirs(tmp_path / "rewards")), task="gnomish",
+        code_seed=5, meta_policy_root=str(tmp_path / "meta"), trust_generated_code=trusted,
+        quantiles=tuple(SKILL_SPECS[s].quantile for s in SKILLS)))
+    rng = np.random.default_rng(0)
+    counted = []
+    env.reset(seed=3)
+    for _ in range(3):
+        decided = 0
+        while True:
+            _, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+            if terminated or truncated:
+                break
+            decided += 1  # every step that does not end the episode asks the termination, which raises
+        counted.append((info["episode_extra_stats"]["skills/meta_policy_errors"], float(decided)))
+        env.reset()
+    assert all(errors == decided for errors, decided in counted), counted
+    # the module's other errors: the making of each player, the load's and the four resets'
+    assert env.meta_policy.num_errors == sum(d for _, d in counted) + 5

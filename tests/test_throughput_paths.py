@@ -89,6 +89,42 @@ def test_the_skill_environment_reports_where_its_cpu_time_goes(tmp_path):
     assert not list(tmp_path.rglob("parts_*.json"))
 
 
+def test_a_training_environment_fills_fewer_arrays_and_plays_observes_and_pays_the_same(tmp_path):
+    """Training's environments ask NLE for the arrays training reads only (TRAINING_OBSERVATION_KEYS): the same
+    games, observations, rewards, skills and statistics as an environment with every array, step for step."""
+    from bench.fixtures import build_tiny_reward_dirs
+    from common.vocabulary import SKILL_SPECS, SKILLS
+    from rl_baseline.envs import OBSERVATION_KEYS, TRAINING_OBSERVATION_KEYS
+    from rl_baseline.sf.cfg import SkillEnvConfig
+    from rl_baseline.sf.env import build_skill_env
+
+    dirs = tuple(build_tiny_reward_dirs(tmp_path / "rewards"))
+    envs = [build_skill_env(SkillEnvConfig(max_episode_steps=150, reward_dirs=dirs, trust_generated_code=True,
+                                           quantiles=tuple(SKILL_SPECS[s].quantile for s in SKILLS),
+                                           training_observations=lean)) for lean in (False, True)]
+    full, lean = (set(env.unwrapped.nethack._obs_buffers) for env in envs)
+    assert full - lean == set(OBSERVATION_KEYS) - set(TRAINING_OBSERVATION_KEYS) == {
+        "specials", "inv_glyphs", "tty_colors", "tty_cursor"}
+    rng = np.random.default_rng(4)
+    outs = [env.reset(seed=11) for env in envs]
+    episodes = 0
+    for step in range(700):
+        for key in outs[0][0]:
+            assert np.array_equal(outs[0][0][key], outs[1][0][key]), (step, key)
+        action = int(rng.integers(envs[0].action_space.n))
+        outs = [env.step(action) for env in envs]
+        (_, reward, te, tr, info), (_, lean_reward, lean_te, lean_tr, lean_info) = outs
+        assert (reward, te, tr) == (lean_reward, lean_te, lean_tr), step
+        stats, lean_stats = info.pop("episode_extra_stats", {}), lean_info.pop("episode_extra_stats", {})
+        for shared in ("intrinsic/cache_hit_rate",):  # one cache per process, counted by both
+            stats.pop(shared, None), lean_stats.pop(shared, None)
+        assert info == lean_info and stats == lean_stats, step
+        if te or tr:  # a reset without a seed draws a new game in each env: the next game seeded alike
+            episodes += 1
+            outs = [env.reset(seed=11 + episodes) for env in envs]
+    assert episodes >= 2
+
+
 def test_the_long_run_configuration_is_the_learn_preset_with_the_three_levers():
     from bench.long_run import LONG_RUN_LEVERS, config_args, parts_of
     from orchestration.phases import skill_training_args

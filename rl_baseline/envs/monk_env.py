@@ -90,6 +90,14 @@ OBSERVATION_KEYS = (
     "tty_cursor",
 )
 
+#: what NLE fills for a training run's environments (rl_baseline.sf.env.make_sf_env): the arrays that the skill
+#: runtime, the policy's observation, the policy over skills and this env's own macros read. NLE copies every array
+#: it was asked for after each key, whether read or not; the four left out (specials, inv_glyphs, tty_colors,
+#: tty_cursor) cost about 5% of raw NLE's game step (docs/performance.md). Evaluations keep them all: their GIFs
+#: draw the terminal's colours. tty_chars stays: the dungeon overview is read from it.
+TRAINING_OBSERVATION_KEYS = tuple(k for k in OBSERVATION_KEYS
+                                  if k not in ("specials", "inv_glyphs", "tty_colors", "tty_cursor"))
+
 # Questions the agent answers itself; every other yes/no question is declined. The release's list: a
 # match is a substring, case included, so the fountain's "Drink from the fountain?" is declined (the
 # inventory's "What do you want to drink?" follows, which the agent answers).
@@ -212,7 +220,7 @@ class NetHackScoreMonk(NetHackScore):
         self._letters_index = self._observation_keys.index("inv_letters")
         self._oclasses_index = self._observation_keys.index("inv_oclasses")
         self._strs_index = self._observation_keys.index("inv_strs")
-        self._kept_indices = (self._blstats_index, self._letters_index, self._oclasses_index)
+
         self._episode_state()
 
     # ------------------------------------------------------------------ episode state
@@ -422,12 +430,10 @@ class NetHackScoreMonk(NetHackScore):
                 f"action {action} out of range: valid actions are 0..{len(self.actions) - 1} "
                 f"({', '.join(A.action_names_for(len(self.actions)))})"
             )
-        # NLE reuses its buffers; keep copies of what the reward and the macros read from the
-        # previous state (bottom-line stats, inventory letters and classes).
-        last_observation = list(self.last_observation)
-        for index in self._kept_indices:
-            last_observation[index] = last_observation[index].copy()
-        last_observation = tuple(last_observation)
+        # NLE reuses its buffers: a copy of what is read from the previous state after the first key, the bottom
+        # line (the reward's score); the macros read the inventory and the message before their first key
+        previous, kept = self.last_observation, self._blstats_index
+        last_observation = (*previous[:kept], previous[kept].copy(), *previous[kept + 1:])
         self._messages = []
         self._just_eaten = False
         key = self.actions[int(action)]
@@ -448,7 +454,9 @@ class NetHackScoreMonk(NetHackScore):
 
         end_status = self._get_end_status(observation, done)
         reward = float(self._reward_fn(last_observation, action, observation, end_status))
-        kill = sum(1 for m in self._messages if _KILL.search(m)) if self._messages else 0
+        # a kill message holds "kill" or "destroy": a substring test first, a tenth of the pattern's search
+        kill = sum(1 for m in self._messages if ("kill" in m or "destroy" in m) and _KILL.search(m)) \
+            if self._messages else 0
         self._kills += kill
         info = self._build_info(observation, end_status, kill=kill)
         agent_observation = self._get_observation(observation)
@@ -459,6 +467,15 @@ class NetHackScoreMonk(NetHackScore):
             self._quit_game(observation, done)
             done = True
         return agent_observation, reward, bool(done), bool(truncated), info
+
+    def _get_end_status(self, observation: tuple, done: bool) -> Any:
+        """NLE's end status, the same member without its enum call (every step): a game that ended is DEATH (NLE's
+        ``StepStatus(done or ...)``), else the step limit's ABORTED, else the task's own (RUNNING here)."""
+        if done:
+            return self.StepStatus.DEATH
+        if self._check_abort(observation):
+            return self.StepStatus.ABORTED
+        return self._is_episode_end(observation)
 
     def _reward_fn(self, last_observation: tuple, action: int, observation: tuple, end_status: Any) -> float:
         """The release's reward: the score difference only (its Monk env computes NLE's time penalty
@@ -525,7 +542,7 @@ class NetHackScoreMonk(NetHackScore):
             "messages": messages,
             "branch_depth": int(self._branch_depth),
             # a question, a text prompt or a --More-- waits for the agent's next key
-            "prompt_open": bool(observation[self._internal_index][1:4].any()),
+            "prompt_open": any(observation[self._internal_index][1:4].tolist()),  # a tenth of ndarray.any()'s cost
             "overview": self._overview,
         }
 

@@ -29,7 +29,7 @@ from rl_baseline.baselines.motif_tasks import MotifTaskReward
 from rl_baseline.baselines.oni.env import make_oni_env
 from rl_baseline.baselines.oni.rewards import OnlineReward, OnlineRewardConfig
 from rl_baseline.baselines.task_reward import TaskSuccessReward
-from rl_baseline.envs import make_monk_env
+from rl_baseline.envs import OBSERVATION_KEYS, TRAINING_OBSERVATION_KEYS, make_monk_env
 from rl_baseline.sf.cfg import MOTIF_ENV, ONI_ENVS, SKILL_ENV, SkillEnvConfig
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward, build_intrinsic_reward
 from rl_baseline.skills.meta_policy import MetaPolicyConfig, load
@@ -70,6 +70,10 @@ class StartDepth(gym.Wrapper):
         return game.current_observation(), info
 
 
+def _observation_keys(config: SkillEnvConfig) -> tuple[str, ...]:
+    return TRAINING_OBSERVATION_KEYS if config.training_observations else OBSERVATION_KEYS
+
+
 def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) -> SkillRuntime:
     """One skill environment (also used by evaluation and the benchmark, outside sample-factory)."""
     oni = config.env == MOTIF_ENV and config.root_env in ONI_ENVS
@@ -79,10 +83,11 @@ def build_skill_env(config: SkillEnvConfig, base_env: Optional[gym.Env] = None) 
         env = make_oni_env(config.root_env, config.max_episode_steps)  # the task's reward is the env's own
     elif config.start_depth > 1:
         env = StartDepth(make_base_env(config.max_episode_steps, wizard=True, final_death=True,
-                                       travel_actions=config.travel_actions), config.start_depth)
+                                       travel_actions=config.travel_actions,
+                                       observation_keys=_observation_keys(config)), config.start_depth)
     else:
         env = make_base_env(config.max_episode_steps, exit_question_to_agent=config.exit_question_to_agent,
-                            travel_actions=config.travel_actions)
+                            travel_actions=config.travel_actions, observation_keys=_observation_keys(config))
     if config.env == MOTIF_ENV and not oni:
         env = MotifTaskReward(env, config.root_env)
     if config.task_reward is not None:  # the task-reward-plus-score baseline
@@ -135,7 +140,7 @@ def make_sf_env(full_env_name: str, cfg: Any, env_config: Any = None, render_mod
     exit_with_parent()  # a killed trainer takes its workers with it
     # without --seed a run draws its own, so runs still differ (sample-factory's seeds are env indices)
     run_seed = cfg.seed if cfg.seed is not None else random.SystemRandom().randrange(1 << 31)
-    config = dataclasses.replace(SkillEnvConfig.from_cfg(cfg), training_seed=int(run_seed))
+    config = dataclasses.replace(SkillEnvConfig.from_cfg(cfg), training_seed=int(run_seed), training_observations=True)
     games = int(getattr(cfg, "games_per_env", 1))
     if games > 1:  # one request to the worker's sandbox for all of them (the same games and decisions)
         return SkillGames([build_skill_env(config) for _ in range(games)])

@@ -90,6 +90,10 @@ class ScoreCache:
             self.hits += 1
         else:
             self.misses += 1
+        self.logged()
+
+    def logged(self) -> None:
+        """Logs the counts every ``log_every`` lookups (called after each lookup was counted)."""
         total = self.hits + self.misses
         if total % self.log_every == 0:
             logger.info(
@@ -157,11 +161,13 @@ class IntrinsicReward:
         if key is None:
             key = message_bytes(message)
         ckey = (int(skill_id), key, int(depth_change))
-        value = self.cache.table.get(ckey)
-        if value is not None:
-            self.cache.note(True)
+        cache = self.cache
+        value = cache.table.get(ckey)
+        if value is not None:  # most steps: note(True) written out
+            cache.hits += 1
+            cache.logged()
             return value
-        self.cache.note(False)
+        cache.note(False)
         self._buf[0].fill(0)
         n = min(len(key), MESSAGE_LEN)
         self._buf[0, :n] = np.frombuffer(key[:n], dtype=np.uint8)
@@ -193,10 +199,26 @@ class IntrinsicReward:
         ``key``: :func:`~common.nethack.messages.message_bytes` of ``message`` when the caller has it already."""
         if key is None:
             key = message_bytes(message)
-        count = self.count(key)
-        if not self.enabled:
+        # count() and the cache's hit path written out: every step of every game
+        counts = self.counts
+        count = counts.pop(key, 0) + 1
+        counts[key] = count  # now the most recently seen
+        if 0 < self.msg_max_keys < len(counts):
+            del counts[next(iter(counts))]
+        if type(self) is not IntrinsicReward:  # a subclass (ONI's online rewards) scores and caches its own way
+            if not self.enabled:
+                return 0.0
+            value = self.thresholded_score(skill_id, message, depth_change, key)
+        elif self.llm_coef == 0.0 or not self.models:  # not self.enabled
             return 0.0
-        value = self.thresholded_score(skill_id, message, depth_change, key)
+        else:
+            cache = self.cache
+            value = cache.table.get((int(skill_id), key, int(depth_change)))
+            if value is not None:
+                cache.hits += 1
+                cache.logged()
+            else:
+                value = self.thresholded_score(skill_id, message, depth_change, key)
         if value == 0.0:
             return 0.0
         return value / (count**self.beta)

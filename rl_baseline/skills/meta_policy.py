@@ -101,6 +101,7 @@ from code_generation.loader import (  # noqa: F401
     module_path,
     player_class,
 )
+from code_generation.policy_host import encode_array
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S
 from common.vocabulary import ALWAYS_STARTABLE, SKILL_SET, SKILLS
 
@@ -250,6 +251,9 @@ class MetaPolicy:
         self._alive = False
         self._pending: list = []
         self._hooks = dict(self.host.hooks)
+        self._episode_op: Optional[list] = None  # the "new" op of the last reset (not a restarted child's)
+        #: the error count when the last reset's player was made (see reset)
+        self.errors_at_new = 0
 
     # -- the host --------------------------------------------------------------------------------------------
     def _request(self, ops: list) -> list:
@@ -275,13 +279,20 @@ class MetaPolicy:
         return host, sent
 
     def _incoming(self, sent: list, num_ops: int, reply: Reply) -> list:
+        before = self._num_errors
         for what, text in reply.errors:
             self._error(what, text)
         if reply.results is None:
+            if any(op is self._episode_op for op in sent):
+                self.errors_at_new = self._num_errors  # the whole request failed: its errors came before the steps
             return [None] * num_ops
         for op, out in zip(sent, reply.results):
             if op[0] == "new":
-                self._alive = out is not None
+                self._alive = isinstance(out, dict) and bool(out.get("alive"))
+                if op is self._episode_op:  # the episode's player: the errors up to it are not the episode's
+                    made = out.get("e") if isinstance(out, dict) else None
+                    self.errors_at_new = before + (min(made, len(reply.errors)) if type(made) is int
+                                                   else len(reply.errors))
         return reply.results[len(sent) - num_ops:]
 
     def _flush(self) -> None:
@@ -307,16 +318,27 @@ class MetaPolicy:
 
     # -- API used by the run-time ---------------------------------------------
     def reset(self) -> None:
-        """New episode: a fresh ``NetHackPlayer(max_depth=-1, branch_depth=-2)`` + ``set_initial_values()``."""
+        """New episode: a fresh ``NetHackPlayer(max_depth=-1, branch_depth=-2)`` + ``set_initial_values()``. It
+        travels with the episode's first request; :attr:`errors_at_new` is then the error count the episode's
+        steps start from (the errors of that request up to the new player included, told by the host)."""
         self._kills_seen = 0
         self._branch_depth = -2
-        self._pending.append(["new", self.config.discoverer_turns])
+        self._episode_op = ["new", self.config.discoverer_turns]
+        self._pending.append(self._episode_op)
 
     @property
     def initial_skill(self) -> str:
         out = self._request([["peek", "skill"]])[0]
         skill = out.get("value") if isinstance(out, dict) else None
         return skill if isinstance(skill, str) and skill in SKILLS else FALLBACK_SKILL
+
+    def start_decisions(self, chars: Any, colors: Any, num_items: int) -> tuple[tuple[bool, bool], str]:
+        """An episode's first :meth:`preconditions` and :attr:`initial_skill`, in that order, in one round trip (a
+        reset's); a child that fails the request gives both fallbacks."""
+        pre, peek = self._request([["pre", chars, colors, int(num_items)], ["peek", "skill"]])
+        skill = peek.get("value") if isinstance(peek, dict) else None
+        return ((bool(pre[0]), bool(pre[1])) if pre is not None else (False, False),
+                skill if isinstance(skill, str) and skill in SKILLS else FALLBACK_SKILL)
 
     def preconditions(self, chars: Any, colors: Any, num_items: int) -> tuple[bool, bool]:
         """``(worshipper_ok, merchant_ok)``; ``(False, False)`` on any failure."""
@@ -364,9 +386,13 @@ class MetaPolicy:
         learnt = None
         if skill in _DESCENDING and int(branch_number) != 0 and self._branch_depth == -2 and int(start_depth) != -2:
             learnt = int(start_depth)  # set only if the skill ends (skill_ended)
-        op = ["decide", [chars, colors, int(num_items)],
-              [skill, int(skill_time), int(depth), int(start_depth)], learnt, [skill, int(depth), int(branch_number)]]
-        host, sent = self._outgoing([op])
+        host, sent = self._outgoing([])
+        if host.isolated:  # the op as it travels to the child (policy_host.flat_decide), built at once
+            sent.append(("d", encode_array(chars), encode_array(colors), int(num_items), skill, int(skill_time),
+                         int(depth), int(start_depth), learnt, skill, int(depth), int(branch_number)))
+        else:
+            sent.append(["decide", [chars, colors, int(num_items)], [skill, int(skill_time), int(depth),
+                         int(start_depth)], learnt, [skill, int(depth), int(branch_number)]])
         return DecisionRequest(self, host, sent, learnt)
 
     def _decided(self, sent: list, learnt: Optional[int], reply: Reply) -> tuple[tuple[bool, bool], bool, str | None]:
@@ -401,7 +427,7 @@ class MetaPolicy:
         """Passes the env's info dict to the module's state hooks (see the module docstring); the calls travel
         with the next request."""
         ops = self._pending
-        if "branch_depth" in info:
+        if "branch_depth" in info and self._branch_depth == -2:  # _learn_branch_depth's test first: every step
             self._learn_branch_depth(int(info["branch_depth"]))
         if self._hooks["update_gold"] and "gold" in info:
             ops.append(["hook", "update_gold", [int(info["gold"])]])

@@ -39,7 +39,7 @@ from rl_baseline.models.obs import STAIRS_KEY, STAIRS_SIZE, model_observation_sp
 from rl_baseline.skills import REWARD_TIMINGS, SKILL_REWARDS
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SkillMeasures
-from rlaif.reward_model import clip_depth_change
+from rlaif.reward_model import DEPTH_CHANGE_LIMIT
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +95,10 @@ def countable_items(letters: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return letters[keep]
 
 
+#: step_parts(pause_after_game=True)'s first yield: the game has made its move
+GAME_STEPPED = None
+
+
 class _ModelObservation:
     """The policy network's observation (:mod:`rl_baseline.models.obs`), one reused output per env.
 
@@ -111,12 +115,21 @@ class _ModelObservation:
         self.spell_kind = model_obs.NO_SPELL
         self._classes = b""  # the inventory classes the features were counted from
         self._skill_id = -1  # the skill the one-hot holds
+        self._prepared: Optional[dict] = None  # the observation prepare() wrote the view of
 
     def new_episode(self, nle_obs: dict) -> None:
         self.spell_kind = self._obs.spell_kind(nle_obs)
         self._classes = b""
+        self._prepared = None
 
-    def __call__(self, nle_obs: dict, skill_id: int, n: int) -> dict:
+    def prepare(self, nle_obs: dict, skill_id: int, n: int) -> None:
+        """Writes what does not depend on the skill (the crops, stats, message and Monk features) ahead of the
+        call for this same observation: :class:`SkillGames` does it before the policy over skills decides, while
+        the game's arrays are still in the CPU caches; the call then writes the skill alone."""
+        self._write_view(nle_obs, skill_id, n)
+        self._prepared = nle_obs
+
+    def _write_view(self, nle_obs: dict, skill_id: int, n: int) -> None:
         out = self.out
         if out is None:
             self.out = out = self._obs.model_observation(nle_obs, skill_id, n)
@@ -129,6 +142,16 @@ class _ModelObservation:
         crop_around(nle_obs["colors"], x, y, 0, out["crop_colors"])
         out["blstats"][:] = bl[: self._obs.BLSTATS_SIZE]
         out["message"][:] = nle_obs["message"][: self._obs.MESSAGE_SIZE]
+        classes = nle_obs["inv_oclasses"].tobytes()
+        if classes != self._classes:  # the counts change only with the inventory
+            self._classes = classes
+            self._obs.monk_features(nle_obs, self.spell_kind, out["monk_features"])
+
+    def __call__(self, nle_obs: dict, skill_id: int, n: int) -> dict:
+        if self._prepared is not nle_obs:
+            self._write_view(nle_obs, skill_id, n)
+        self._prepared = None
+        out = self.out
         if skill_id != self._skill_id:
             if not 0 <= skill_id < n:
                 raise ValueError(f"skill_id {skill_id} out of range for {n} skills")
@@ -137,10 +160,6 @@ class _ModelObservation:
             onehot[skill_id] = 1.0
             out["skill_id"][0] = skill_id
             self._skill_id = skill_id
-        classes = nle_obs["inv_oclasses"].tobytes()
-        if classes != self._classes:  # the counts change only with the inventory
-            self._classes = classes
-            self._obs.monk_features(nle_obs, self.spell_kind, out["monk_features"])
         return out
 
 
@@ -172,11 +191,12 @@ class EpisodeSkillStats:
     skill achieved is in ``measures`` (:class:`rl_baseline.tasks.skill_measures.SkillMeasures`)."""
 
     num_skills: int
-    time: np.ndarray = field(init=False)
-    intrinsic: np.ndarray = field(init=False)
-    nonzero: np.ndarray = field(init=False)
-    activations: np.ndarray = field(init=False)
-    with_item: np.ndarray = field(init=False)
+    # one entry per skill; Python lists: a list item's += costs a quarter of a numpy element's, every step
+    time: list[int] = field(init=False)
+    intrinsic: list[float] = field(init=False)
+    nonzero: list[int] = field(init=False)
+    activations: list[int] = field(init=False)
+    with_item: list[int] = field(init=False)
     measures: SkillMeasures = field(init=False)
     restarts: int = 0
     switches: int = 0
@@ -192,22 +212,22 @@ class EpisodeSkillStats:
 
     def __post_init__(self) -> None:
         n = self.num_skills
-        self.time = np.zeros(n, dtype=np.int64)
-        self.intrinsic = np.zeros(n, dtype=np.float64)
-        self.nonzero = np.zeros(n, dtype=np.int64)
-        self.activations = np.zeros(n, dtype=np.int64)
-        self.with_item = np.zeros(n, dtype=np.int64)
+        self.time = [0] * n
+        self.intrinsic = [0.0] * n
+        self.nonzero = [0] * n
+        self.activations = [0] * n
+        self.with_item = [0] * n
         self.measures = SkillMeasures(SKILLS[:n])
 
     def summary(self, names: tuple[str, ...], cache_hit_rate: float) -> dict[str, float]:
-        total = max(int(self.time.sum()), 1)
+        total = max(sum(self.time), 1)
         out: dict[str, float] = {
             "skills/switches": float(self.switches),
             "skills/restarts": float(self.restarts),
             "skills/max_depth": float(self.max_depth),
             "skills/meta_policy_errors": float(self.meta_policy_errors),
             "intrinsic/cache_hit_rate": float(cache_hit_rate),
-            "intrinsic/episode_sum": float(self.intrinsic.sum()),
+            "intrinsic/episode_sum": float(np.sum(self.intrinsic)),  # numpy's pairwise sum, as before
             "messages/empty_share": self.empty_messages / total,
             "messages/wall_share": self.wall_messages / total,
             "skills/descents": float(self.descents),
@@ -276,6 +296,7 @@ class SkillRuntime(gym.Wrapper):
         self.meta_policy: Any = None
         self.reward_fn = reward
         self.observation_fn = observation_fn if observation_fn is not None else _ModelObservation()
+        self._prepare = self.observation_fn.prepare if isinstance(self.observation_fn, _ModelObservation) else None
         # --stairs_input: the observation says whether the hero stands on a staircase down / up seen before
         self.stairs_input = bool(stairs_input)
         self.observation_space = (
@@ -395,7 +416,10 @@ class SkillRuntime(gym.Wrapper):
         if self.meta_policy is None:
             self.meta_policy = self._meta_factory()
         self.meta_policy.reset()
-        self._errors_at_reset = int(getattr(self.meta_policy, "num_errors", 0))
+        # the errors before this episode: a MetaPolicy knows them when its new player's reply comes (no round trip
+        # of its own); another policy is asked now
+        self._errors_at_reset = (None if hasattr(self.meta_policy, "errors_at_new")
+                                 else int(getattr(self.meta_policy, "num_errors", 0)))
         self.reward_fn.reset()
         if isinstance(self.observation_fn, _ModelObservation):
             self.observation_fn.new_episode(obs)
@@ -408,8 +432,14 @@ class SkillRuntime(gym.Wrapper):
         self.stats.max_depth = self.stats.last_depth = depth
         self.stats.measures.reset(info, obs["chars"], obs["colors"])
         self.meta_policy.update_state(info)
-        self.preconds = self._preconditions(obs, self._num_new_items(obs))
-        first = getattr(self.meta_policy, "initial_skill", None)
+        start = getattr(self.meta_policy, "start_decisions", None)
+        if start is not None:  # the generated code's host: both calls in one round trip
+            bl = obs["blstats"]
+            chars, colors = initiation_window(obs["chars"], obs["colors"], int(bl[B.BL_X]), int(bl[B.BL_Y]))
+            self.preconds, first = start(chars, colors, self._num_new_items(obs))
+        else:
+            self.preconds = self._preconditions(obs, self._num_new_items(obs))
+            first = getattr(self.meta_policy, "initial_skill", None)
         if first is None:
             first = self.meta_policy.next_skill(
                 self.skill_names[0], depth, self._branch(info), self.preconds[1], self.preconds[0]
@@ -441,21 +471,27 @@ class SkillRuntime(gym.Wrapper):
             return end.value
         raise RuntimeError("step_parts yields once")  # pragma: no cover - a generator that yields twice
 
-    def step_parts(self, action: Any, times: Optional[part_times.PartTimes] = None):
+    def step_parts(self, action: Any, times: Optional[part_times.PartTimes] = None, pause_after_game: bool = False):
         """The step as a generator: it yields the policy over skills' request of the step (when the generated
         code's host decides) and takes its decisions back; its return value is the step's 5-tuple. Several
-        games' requests can so travel together (:class:`SkillGames`); :meth:`step` sends each at once."""
+        games' requests can so travel together (:class:`SkillGames`); :meth:`step` sends each at once.
+        ``pause_after_game``: it first yields :data:`GAME_STEPPED` once the game has made its move, so that a caller
+        can move every game before any game's bookkeeping runs."""
         if times is not None:
             start = part_times.now()
             obs, game_reward, terminated, truncated, info = self.env.step(action)
             times.add("env", part_times.now() - start)
         else:
             obs, game_reward, terminated, truncated, info = self.env.step(action)
+        if pause_after_game:
+            yield GAME_STEPPED
         active = self.skill_id
-        depth = self._depth(obs, info)
+        st = self.stats
+        # self._depth and clip_depth_change written out: every step
+        depth = int(info["depth"]) if "depth" in info else int(obs["blstats"][B.BL_DEPTH])
         msg = message_bytes(obs["message"])  # read once per step
-        depth_change = clip_depth_change(depth - self.skill_start_depth)
-        descended = DESCENT_MESSAGE in msg and depth > self.stats.last_depth
+        depth_change = max(-DEPTH_CHANGE_LIMIT, min(DEPTH_CHANGE_LIMIT, depth - self.skill_start_depth))
+        descended = DESCENT_MESSAGE in msg and depth > st.last_depth
         if self.skill_reward == "progress":
             measures = self.stats.measures
             before = measures.progress(self.skill_names[active])
@@ -483,7 +519,6 @@ class SkillRuntime(gym.Wrapper):
             info["scored_skill"] = self.skill_names[scored_skill]
             info["scored_message"] = scored_msg
         reward = self.reward_fn.combine(game_reward, intrinsic)
-        st = self.stats
         if depth > 0:
             st.last_depth = depth
         st.empty_messages += not msg
@@ -506,10 +541,13 @@ class SkillRuntime(gym.Wrapper):
             new_items = self._num_new_items(obs)
             decide = getattr(meta, "decision_request", None)
             if decide is not None:  # the generated code's host: the step's calls in one round trip
-                bl = obs["blstats"]
-                chars, colors = initiation_window(obs["chars"], obs["colors"], int(bl[B.BL_X]), int(bl[B.BL_Y]))
-                self.preconds, ends, nxt = yield decide(info, chars, colors, new_items, self.skill, self.skill_time,
-                                                        depth, self.skill_start_depth, self._branch(info))
+                x, y = obs["blstats"][:2].tolist()  # BL_X, BL_Y
+                chars, colors = initiation_window(obs["chars"], obs["colors"], x, y)
+                if self._prepare is not None:
+                    self._prepare(obs, active, self.num_skills)
+                self.preconds, ends, nxt = yield decide(info, chars, colors, new_items, self.skill_names[active],
+                                                        self.skill_time, depth, self.skill_start_depth,
+                                                        int(info.get("dungeon_number", 0)))
                 if ends:
                     self._start_skill(self._skill_index(nxt), depth, info, new_items)
             else:
@@ -526,7 +564,9 @@ class SkillRuntime(gym.Wrapper):
             # it), and the skill it carries (after a switch, the new one)
             self._scored_next = (self.skill_id, msg, depth_change, descended)
         else:
-            st.meta_policy_errors = int(getattr(self.meta_policy, "num_errors", 0)) - self._errors_at_reset
+            errors = int(getattr(self.meta_policy, "num_errors", 0))
+            st.meta_policy_errors = errors - (self._errors_at_reset if self._errors_at_reset is not None
+                                              else self.meta_policy.errors_at_new)
             extra = info.get("episode_extra_stats") or {}
             extra = dict(extra)
             extra.update(st.summary(self.skill_names, self.reward_fn.cache.hit_rate))

@@ -269,6 +269,8 @@ class SkillMeasures:
         # farmed)
         self.stairs_levels_reached: set[tuple[int, int]] = set()
         self._level: Optional[tuple[int, int]] = None
+        # the map bytes of the last update (or of the reset): an unchanged map is not scanned again
+        self._last_map = b""
         self._depth: Optional[int] = None
         self._last_skill: Optional[str] = None  # the skill of the last update: the next one by another took over
         self._deepest: dict[int, int] = {}  # dungeon number -> the deepest depth reached in it this episode
@@ -277,7 +279,8 @@ class SkillMeasures:
             self._depth = int(info.get("depth", 1))
             self._deepest[self._level[0]] = self._depth
             self._level_best[self._level] = revealed_cells(chars)
-            self._note_down_stairs(self._level, chars, chars.tobytes())
+            self._last_map = chars.tobytes()
+            self._note_down_stairs(self._level, chars, self._last_map)
             if colors is not None and altar_in_view(chars, colors):
                 self._altar_levels.add(self._level)
 
@@ -323,20 +326,25 @@ class SkillMeasures:
             self._deepest[level[0]] = depth
         self._depth = depth
         raw = chars.tobytes()  # read once: the cell count and the altar search both scan it
-        cells = len(raw) - raw.count(b" ")
-        if level not in self._level_best:
-            self._level_best[level] = cells  # the first view of a new level comes with arriving, not exploring
-            if t.new_levels:
-                c["new_levels"] += 1
-        elif cells > self._level_best[level]:
-            if t.cells_part and level not in t.went_to:
-                t.cells += cells - self._level_best[level]
-            self._level_best[level] = cells
-        if level not in self._altar_levels and b"_" in raw and altar_in_view(chars, colors):
+        if raw == self._last_map and level == self._level:
+            # the map of the last step, on the same level (most steps): its cells and staircases are counted already
+            stairs = self._down_stairs[level]
+        else:
+            self._last_map = raw
+            cells = len(raw) - raw.count(b" ")
+            if level not in self._level_best:
+                self._level_best[level] = cells  # the first view of a new level comes with arriving, not exploring
+                if t.new_levels:
+                    c["new_levels"] += 1
+            elif cells > self._level_best[level]:
+                if t.cells_part and level not in t.went_to:
+                    t.cells += cells - self._level_best[level]
+                self._level_best[level] = cells
+            stairs = self._note_down_stairs(level, chars, raw)
+        if level not in self._altar_levels and b"_" in raw and altar_in_view(chars, colors):  # colours may differ
             self._altar_levels.add(level)
             if t.altars:
                 c["altars_found"] += 1
-        stairs = self._note_down_stairs(level, chars, raw)
         if t.stairs:
             on_stairs = False
             if stairs:

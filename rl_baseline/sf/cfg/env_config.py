@@ -112,6 +112,9 @@ class SkillEnvConfig:
     # training only (rl_baseline.sf.env.make_sf_env): the run's seed, mixed into sample-factory's
     # reset(seed=env index) so each run plays its own games (rl_baseline.envs.seeding.training_game_seed)
     training_seed: Optional[int] = None
+    # training only (make_sf_env): NLE fills only the arrays training reads (rl_baseline.envs.TRAINING_OBSERVATION_KEYS;
+    # the same games, a twentieth less time a key); evaluations keep every array (their GIFs draw tty_colors)
+    training_observations: bool = False
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "SkillEnvConfig":
