@@ -75,18 +75,11 @@ def decode_array(spec: Any) -> Any:
     """A window from :func:`encode_array`'s form; an array (the in-process host's calls) passes as it is."""
     if not isinstance(spec, list):
         return spec
+    import numpy as np  # lazy: the child imports numpy after its start-up (see serve)
+
     dtype, shape, data = spec
-    kind = _DTYPES.get(dtype)
-    if kind is None:
-        import numpy as np  # lazy: the child imports numpy after its start-up (see serve)
-
-        kind = _DTYPES[dtype] = np.dtype(dtype)
-        _DTYPES[""] = np.ndarray
     # a bytearray keeps the array writable, as the runtime's own window is
-    return _DTYPES[""](shape, kind, bytearray(data))
-
-
-_DTYPES: dict = {}  # decode_array's dtypes by name (and numpy's ndarray under ""), made once
+    return np.ndarray(shape, np.dtype(dtype), bytearray(data))
 
 
 def _short(value: Any) -> str:

@@ -101,7 +101,7 @@ from code_generation.loader import (  # noqa: F401
     module_path,
     player_class,
 )
-from code_generation.policy_host import encode_array
+from code_generation.policy_host import flat_decide
 from code_generation.time_bound import DEFAULT_CALL_TIMEOUT_S
 from common.vocabulary import ALWAYS_STARTABLE, SKILL_SET, SKILLS
 
@@ -386,13 +386,10 @@ class MetaPolicy:
         learnt = None
         if skill in _DESCENDING and int(branch_number) != 0 and self._branch_depth == -2 and int(start_depth) != -2:
             learnt = int(start_depth)  # set only if the skill ends (skill_ended)
+        op = ["decide", [chars, colors, int(num_items)], [skill, int(skill_time), int(depth), int(start_depth)],
+              learnt, [skill, int(depth), int(branch_number)]]
         host, sent = self._outgoing([])
-        if host.isolated:  # the op as it travels to the child (policy_host.flat_decide), built at once
-            sent.append(("d", encode_array(chars), encode_array(colors), int(num_items), skill, int(skill_time),
-                         int(depth), int(start_depth), learnt, skill, int(depth), int(branch_number)))
-        else:
-            sent.append(["decide", [chars, colors, int(num_items)], [skill, int(skill_time), int(depth),
-                         int(start_depth)], learnt, [skill, int(depth), int(branch_number)]])
+        sent.append(flat_decide(op) if host.isolated else op)  # isolated: the op as it travels to the child
         return DecisionRequest(self, host, sent, learnt)
 
     def _decided(self, sent: list, learnt: Optional[int], reply: Reply) -> tuple[tuple[bool, bool], bool, str | None]:

@@ -39,7 +39,7 @@ from rl_baseline.models.obs import STAIRS_KEY, STAIRS_SIZE, model_observation_sp
 from rl_baseline.skills import REWARD_TIMINGS, SKILL_REWARDS
 from rl_baseline.skills.intrinsic_reward import IntrinsicReward
 from rl_baseline.tasks.skill_measures import MAIN_MEASURE, SkillMeasures
-from rlaif.reward_model import DEPTH_CHANGE_LIMIT
+from rlaif.reward_model import clip_depth_change
 
 logger = logging.getLogger(__name__)
 
@@ -487,10 +487,9 @@ class SkillRuntime(gym.Wrapper):
             yield GAME_STEPPED
         active = self.skill_id
         st = self.stats
-        # self._depth and clip_depth_change written out: every step
-        depth = int(info["depth"]) if "depth" in info else int(obs["blstats"][B.BL_DEPTH])
+        depth = self._depth(obs, info)
         msg = message_bytes(obs["message"])  # read once per step
-        depth_change = max(-DEPTH_CHANGE_LIMIT, min(DEPTH_CHANGE_LIMIT, depth - self.skill_start_depth))
+        depth_change = clip_depth_change(depth - self.skill_start_depth)
         descended = DESCENT_MESSAGE in msg and depth > st.last_depth
         if self.skill_reward == "progress":
             measures = self.stats.measures
@@ -547,7 +546,7 @@ class SkillRuntime(gym.Wrapper):
                     self._prepare(obs, active, self.num_skills)
                 self.preconds, ends, nxt = yield decide(info, chars, colors, new_items, self.skill_names[active],
                                                         self.skill_time, depth, self.skill_start_depth,
-                                                        int(info.get("dungeon_number", 0)))
+                                                        self._branch(info))
                 if ends:
                     self._start_skill(self._skill_index(nxt), depth, info, new_items)
             else:
