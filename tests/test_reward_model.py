@@ -180,6 +180,29 @@ def test_load_skill_reward_missing_parts_are_clear_errors(tmp_path: Path) -> Non
     assert latest_checkpoint(reward_dir / "checkpoint_p0").name == "checkpoint_000000012.pth"
 
 
+def test_two_reward_configurations_in_one_process_keep_their_own_scores(tmp_path: Path) -> None:
+    """The process-wide score cache was keyed by (skill, message, depth change) alone: a second reward built in the
+    same process (a test after another, an evaluation of a second run) was paid the first one's cached scores."""
+    from rl_baseline.skills.intrinsic_reward import build_intrinsic_reward
+
+    first, _ = _write_reward_dir(tmp_path / "a" / "llama3_descender_default", mean=0.5)
+    second, _ = _write_reward_dir(tmp_path / "b" / "llama3_descender_default", mean=-5.0)  # same weights
+    message = encode_message("The fire elemental of Chih Sung-tzu hits!")
+
+    def paid(reward_dir: Path) -> float:
+        reward = build_intrinsic_reward([str(reward_dir)], [0.05], beta=3.0, llm_coef=0.1, extrinsic_coef=0.0)
+        return reward.thresholded_score(0, message, 0)
+
+    score_a, score_b = paid(first), paid(second)
+    assert score_b == pytest.approx(float(load_skill_reward(second).score(message[None], np.zeros(1))[0]), abs=1e-6)
+    assert score_b - score_a == pytest.approx(5.5 / 2.0, abs=1e-4)  # the means differ by 5.5, std 2
+    assert paid(first) == score_a
+    # the first directory trained again in this process: its newest checkpoint is the one that scores
+    state = torch.load(first / "checkpoint_p0" / "checkpoint_000000012.pth", weights_only=True)
+    torch.save({**state, "reward_mean": -5.0, "tot_num_iter": 20}, first / "checkpoint_p0" / "checkpoint_000000020.pth")
+    assert paid(first) == pytest.approx(score_b, abs=1e-6)
+
+
 # ------------------------------------------------------------------ architectures
 
 

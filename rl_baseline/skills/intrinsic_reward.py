@@ -19,8 +19,10 @@ empty messages worth almost nothing.
 
 NetHack repeats its messages constantly, so steps 1-2 are cached by
 ``(skill, message bytes, depth change)``: most steps cost one dictionary lookup.
-The cache is shared by every environment of a process (a worker process hosts many
-environments); it is bounded and simply cleared when full.
+The cache is shared by the environments of a process (a worker process hosts many
+environments) that score with the same models and thresholds: another set of models in
+the same process (an evaluation of a second run, a test) has a cache of its own. It is
+bounded and simply cleared when full.
 """
 from __future__ import annotations
 
@@ -51,16 +53,30 @@ class RewardConfigError(ValueError):
     """A reward directory that cannot be loaded, or a bad message-count window."""
 
 
-_MODEL_CACHE: dict[tuple[str, str], Any] = {}
+_MODEL_CACHE: dict[tuple[str, str, str, int], Any] = {}
+
+
+def _checkpoint_stamp(reward_dir: str) -> tuple[str, int]:
+    """The newest checkpoint's path and modification time ("", 0 when there is none): a directory trained
+    again in the same process is loaded again."""
+    from rlaif.reward_model import CHECKPOINT_DIRNAME, latest_checkpoint  # lazy: torch; sf.cfg imports this module
+
+    ckpt = latest_checkpoint(os.path.join(reward_dir, CHECKPOINT_DIRNAME))
+    if ckpt is None:
+        return "", 0
+    try:
+        return str(ckpt), ckpt.stat().st_mtime_ns
+    except OSError:
+        return str(ckpt), 0
 
 
 def load_reward_models(reward_dirs: Sequence[str], device: str = "cpu") -> list[Any]:
-    """Loads each reward directory once per process (environments of a worker share them)."""
+    """Loads each reward directory's newest checkpoint once per process (environments of a worker share them)."""
     from rlaif.reward_model import RewardCheckpointError, load_skill_reward  # lazy: torch; sf.cfg imports this module
 
     models = []
     for d in reward_dirs:
-        key = (os.path.abspath(d), device)
+        key = (os.path.abspath(d), device, *_checkpoint_stamp(d))
         if key not in _MODEL_CACHE:
             try:
                 _MODEL_CACHE[key] = load_skill_reward(d, device=device)
@@ -101,11 +117,16 @@ class ScoreCache:
             )
 
 
-_SHARED_CACHE = ScoreCache()
+_SHARED_CACHES: dict[tuple, ScoreCache] = {}
 
 
-def shared_cache() -> ScoreCache:
-    return _SHARED_CACHE
+def shared_cache(models: Sequence[Any] = (), thresholds: Sequence[float] = ()) -> ScoreCache:
+    """The process's cache for one set of models and thresholds (the cache's keys name neither)."""
+    key = (tuple(id(m) for m in models), tuple(float(t) for t in thresholds))
+    cache = _SHARED_CACHES.get(key)
+    if cache is None:
+        cache = _SHARED_CACHES[key] = ScoreCache()
+    return cache
 
 
 UNLIMITED_KEYS = -1
@@ -247,7 +268,8 @@ def build_intrinsic_reward(
         return IntrinsicReward([], [], beta, 0.0, extrinsic_coef, shared_cache(), msg_max_keys)
     models = load_reward_models(reward_dirs, device)
     thresholds = [float(m.threshold(q)) for m, q in zip(models, quantiles)]
-    return IntrinsicReward(models, thresholds, beta, llm_coef, extrinsic_coef, shared_cache(), msg_max_keys)
+    return IntrinsicReward(models, thresholds, beta, llm_coef, extrinsic_coef, shared_cache(models, thresholds),
+                           msg_max_keys)
 
 
 def describe(reward: IntrinsicReward) -> str:
