@@ -17,9 +17,9 @@ _UINT8 = np.dtype(np.uint8)
 
 def message_bytes(message: np.ndarray | bytes) -> bytes:
     """The message bytes up to the first zero (trailing padding is irrelevant)."""
-    if type(message) is np.ndarray and message.dtype is _UINT8:  # NLE's buffer: every step, the cheapest test
-        raw = message.tobytes()
-    elif isinstance(message, np.ndarray) and message.dtype == np.uint8:
+    # NLE's buffer, every step: the identity tests first, the cheapest
+    if (type(message) is np.ndarray and message.dtype is _UINT8) or (
+            isinstance(message, np.ndarray) and message.dtype == np.uint8):
         raw = message.tobytes()
     elif isinstance(message, (bytes, bytearray)):
         raw = bytes(message)

@@ -220,7 +220,6 @@ class NetHackScoreMonk(NetHackScore):
         self._letters_index = self._observation_keys.index("inv_letters")
         self._oclasses_index = self._observation_keys.index("inv_oclasses")
         self._strs_index = self._observation_keys.index("inv_strs")
-
         self._episode_state()
 
     # ------------------------------------------------------------------ episode state
